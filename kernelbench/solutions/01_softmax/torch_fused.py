@@ -1,0 +1,11 @@
+"""Fused softmax: one call to torch.softmax instead of four reduction/elementwise passes."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)

@@ -1,0 +1,191 @@
+"""The front door: `python -m warpk [overrides]`. The only module that sees Hydra or OmegaConf.
+
+1. Preflight: before Hydra launches anything, every job's config (each point of a `-m` sweep
+   too) is composed and converted to the typed `RunConfig`, so a bad override fails here, on the
+   login node, with the key and the allowed values, never inside a queued job.
+2. Hydra composes the job's config; `to_run_config` turns it into plain dataclasses and resolves
+   `hardware=auto` from the GPU NVML reports.
+3. The job writes, under its Hydra output dir: resolved_config.yaml, the W&B run, what the stage
+   writes (records.jsonl for evaluate) and summary.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import random
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from warpk.config import (
+    ConfigError,
+    HardwareConfig,
+    RunConfig,
+    describe_allowed,
+    field_at,
+    register_configs,
+)
+from warpk.hardware import HardwareError, detect_gpu_names, profile_for
+from warpk.stages import StageUnavailable, check_available, run_stage
+from warpk.tasks import TaskError
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+MAX_PREFLIGHT_JOBS = 4096
+log = logging.getLogger("warpk")
+
+register_configs()
+
+
+def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunConfig:
+    """Typed config of one job; `hardware=auto` becomes the profile of this node's GPU (or cpu).
+
+    Args:
+        cfg: the composed job config (no `hydra` node).
+        gpu_names: GPU names to resolve `auto` with; None asks NVML.
+    """
+    try:
+        run: RunConfig = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as err:
+        raise ConfigError(_explain(err)) from err
+    if run.hardware.name != "auto":
+        return run
+    if run.hardware != HardwareConfig():
+        raise ConfigError("hardware.* overrides need an explicit profile, e.g. hardware=h100 hardware.tdp_w=600")
+    profile = profile_for(detect_gpu_names() if gpu_names is None else gpu_names)
+    node = OmegaConf.merge(OmegaConf.structured(HardwareConfig),
+                           OmegaConf.load(CONF_DIR / "hardware" / f"{profile}.yaml"))
+    return dataclasses.replace(run, hardware=OmegaConf.to_object(node))
+
+
+def _explain(err: BaseException) -> str:
+    """One line for a composition error: the key, the bad value and what is allowed."""
+    cause = err
+    while cause.__cause__ is not None and not isinstance(cause, ConfigError):
+        cause = cause.__cause__
+    if isinstance(cause, ConfigError):
+        return str(cause)
+    key = getattr(cause, "full_key", None)
+    field = field_at(key) if key else None
+    if field is not None:
+        value = getattr(cause, "value", None)
+        return f"{key}={value!r} is not allowed; allowed: {describe_allowed(field)}"
+    return " ".join(str(err).split())
+
+
+def _job_overrides(argv: list[str]) -> tuple[list[str], bool] | None:
+    """The config overrides in argv and whether it is a multirun; None leaves argv to Hydra."""
+    overrides, multirun, args = [], False, iter(argv)
+    for arg in args:
+        if arg in ("-m", "--multirun"):
+            multirun = True
+        elif arg in ("-c", "--cfg", "-p", "--package"):
+            next(args, None)
+        elif arg.startswith("-"):
+            return None  # --help, --info, --config-dir ...: Hydra's own business
+        elif not arg.lstrip("+~").startswith("hydra"):
+            overrides.append(arg)
+    return overrides, multirun
+
+
+def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None:
+    """Compose and check every job `argv` would launch; the first error's text, or None."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed_argv = _job_overrides(argv)
+    if parsed_argv is None:
+        return None
+    overrides, multirun = parsed_argv
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        axes = []
+        for o in parsed:
+            key = o.get_key_element()
+            values = list(o.sweep_string_iterator()) if multirun and o.is_sweep_override() else [None]
+            axes.append([f"{key}={v}" for v in values] if values != [None] else [o.input_line])
+    except Exception as err:  # noqa: BLE001 - a syntax Hydra itself will report better
+        log.debug("preflight skipped: %s", err)
+        return None
+    jobs = list(itertools.islice(itertools.product(*axes), MAX_PREFLIGHT_JOBS))
+    if gpu_names is None:
+        gpu_names = detect_gpu_names()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+        for job in jobs:
+            try:
+                to_run_config(compose("config", overrides=list(job)), gpu_names)
+            except (ConfigError, HardwareError) as err:
+                return str(err) + (f"  [job: {' '.join(job)}]" if multirun else "")
+            except Exception as err:  # noqa: BLE001 - Hydra's composition errors
+                return _explain(err)
+    return None
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def _tags_and_group(config: RunConfig) -> tuple[list[str], str | None, str]:
+    hc = HydraConfig.get()
+    choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra") and v}
+    tags = [f"{k}:{v}" for k, v in sorted(choices.items())] + [f"stage:{config.stage}"]
+    group = None
+    if hc.mode == RunMode.MULTIRUN:
+        group = "sweep-" + "-".join(Path(hc.sweep.dir).parts[-2:])
+    name = f"{config.model.name}-{config.stage}-seed{config.seed}"
+    if hc.mode == RunMode.MULTIRUN:
+        name += f"-job{hc.job.num}"
+    return tags, group, name
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> dict:
+    """One job: typed config -> stage -> summary.json (+ W&B). Returns the summary metrics."""
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        config = to_run_config(cfg)
+        check_available(config.stage)
+    except (ConfigError, HardwareError, StageUnavailable) as err:
+        sys.exit(f"warpk: {err}")
+    _seed_everything(config.seed)
+    resolved = OmegaConf.structured(config)
+    (run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    tags, group, name = _tags_and_group(config)
+    log.info("stage=%s model=%s hardware=%s -> %s", config.stage, config.model.name,
+             config.hardware.name, run_dir)
+
+    from warpk.tracking import wandb_run
+
+    with wandb_run(config.logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:
+        try:
+            summary = run_stage(config, run_dir, run.log)
+        except TaskError as err:
+            sys.exit(f"warpk: {err}")
+        run.summary.update({k: v for k, v in summary.items() if v is not None})
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def cli() -> None:
+    error = preflight(sys.argv[1:])
+    if error:
+        print(f"warpk: bad config: {error}", file=sys.stderr)
+        sys.exit(2)
+    main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,269 @@
+"""Typed configuration: one schema dataclass per config group, checked on construction.
+
+Hydra composes YAML from `conf/` onto these schemas (registered by `register_configs()`), so a
+wrong type fails at composition; `OmegaConf.to_object` then builds the dataclasses and each
+`__post_init__` checks ranges and choices. Below `warpk/__main__.py` code only sees these plain
+objects, never a DictConfig.
+
+Fields declare their allowed values with `number(...)` and `one_of(...)`; the same metadata
+writes the error message, so a bad override always names the key and what is allowed.
+
+Non-goals: no YAML loading here (that is Hydra's job at the front door), no defaults that
+silently repair a bad value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+STAGES = ("evaluate", "train", "runtime", "hrl", "report")
+ARMS = ("m0", "m1", "m2", "m3", "m4", "m5")
+
+
+class ConfigError(ValueError):
+    """A config value outside what is allowed; the message names the key and the allowed values."""
+
+
+def number(default: float | int | None, lo: float | None = None, hi: float | None = None) -> Any:
+    """A numeric field allowed in [lo, hi] (either bound may be open-ended with None)."""
+    return field(default=default, metadata={"range": (lo, hi)})
+
+
+def one_of(default: str, *choices: str) -> Any:
+    """A string field restricted to `choices`."""
+    return field(default=default, metadata={"choices": choices})
+
+
+def describe_allowed(f: dataclasses.Field) -> str:
+    """Human text for what a field accepts, e.g. 'a number in [0, 1]' or 'one of a, b'."""
+    if "choices" in f.metadata:
+        return "one of " + ", ".join(f.metadata["choices"])
+    kind = "an integer" if "int" in str(f.type) else "a number"
+    lo, hi = f.metadata.get("range", (None, None))
+    if lo is not None and hi is not None:
+        return f"{kind} in [{lo:g}, {hi:g}]"
+    if lo is not None:
+        return f"{kind} >= {lo:g}"
+    if hi is not None:
+        return f"{kind} <= {hi:g}"
+    return kind
+
+
+def _fail(key: str, value: Any, f: dataclasses.Field) -> None:
+    raise ConfigError(f"{key}={value!r} is not allowed; allowed: {describe_allowed(f)}")
+
+
+class _Checked:
+    """Mixin: checks every `number`/`one_of` field of a schema in `__post_init__`."""
+
+    KEY: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            key = f"{self.KEY}.{f.name}" if self.KEY else f.name
+            if "choices" in f.metadata and value not in f.metadata["choices"]:
+                _fail(key, value, f)
+            if "range" in f.metadata and value is not None:
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    _fail(key, value, f)
+                lo, hi = f.metadata["range"]
+                if (lo is not None and value < lo) or (hi is not None and value > hi):
+                    _fail(key, value, f)
+        self.check()
+
+    def check(self) -> None:
+        """Cross-field checks of one schema; override where fields constrain each other."""
+
+
+@dataclass
+class ModelConfig(_Checked):
+    """The experiment arm (M0-M5): which trainer runs and in which stage."""
+
+    KEY: ClassVar[str] = "model"
+    name: str = one_of("m0", *ARMS)
+    title: str = ""
+    trainer: str = one_of("sft", "sft", "grpo", "ppo", "hrl")
+    stage: str = one_of("train", "train", "runtime", "hrl")
+
+
+@dataclass
+class PolicyConfig(_Checked):
+    """The kernel-writing LLM: a Hugging Face causal LM with LoRA, or `tiny` built in-process."""
+
+    KEY: ClassVar[str] = "policy"
+    name: str = one_of("tiny", "tiny", "qwen2.5-coder-1.5b", "qwen2.5-coder-7b")
+    hf_id: str | None = None  # None: built locally (tiny), no download
+    hidden_size: int | None = number(None, 8, 65536)  # tiny only
+    num_hidden_layers: int | None = number(None, 1, 256)  # tiny only
+    lora_r: int = number(16, 1, 1024)
+    lora_alpha: int = number(32, 1, 4096)
+    lora_dropout: float = number(0.05, 0.0, 0.9)
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    max_new_tokens: int = number(1024, 1, 32768)
+    temperature: float = number(0.8, 0.0, 5.0)
+
+
+@dataclass
+class RewardConfig(_Checked):
+    """Weights of the dimensionless reward terms (DESIGN.md 4.4) and the failure tiers."""
+
+    KEY: ClassVar[str] = "reward"
+    name: str = one_of("kernel", "kernel", "energy", "ipw_blend", "hrl")
+    alpha_speedup: float = number(1.0, 0.0, 100.0)  # weight of ln(speedup)
+    beta_energy: float = number(0.0, 0.0, 100.0)  # weight of ln(ref_energy / energy)
+    delta_power: float = number(0.0, 0.0, 100.0)  # weight of 1 - power / ref_power
+    gamma_sla: float = number(0.0, 0.0, 100.0)  # weight of the SLA violation
+    ipw_blend: float = number(0.0, 0.0, 1.0)  # M3 weight of ln(ipw / ref_ipw)
+    reward_no_code: float = number(-1.0, -100.0, 0.0)
+    reward_compile_error: float = number(-0.75, -100.0, 0.0)
+    reward_incorrect: float = number(-0.5, -100.0, 0.0)
+
+    def check(self) -> None:
+        if not self.reward_no_code <= self.reward_compile_error <= self.reward_incorrect:
+            raise ConfigError(
+                "reward failure tiers must satisfy reward_no_code <= reward_compile_error <= "
+                f"reward_incorrect; got {self.reward_no_code}, {self.reward_compile_error}, "
+                f"{self.reward_incorrect}"
+            )
+
+
+@dataclass
+class ClockProfile:
+    """A named SM/memory clock setting; None means the driver's default (boost) clock."""
+
+    name: str = "default"
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+
+
+@dataclass
+class HardwareConfig(_Checked):
+    """Datasheet profile of the device: roofline ceilings and the power model's parameters."""
+
+    KEY: ClassVar[str] = "hardware"
+    name: str = one_of("auto", "auto", "h100", "h200", "cpu")
+    device: str = one_of("cpu", "cpu", "cuda")
+    gpu_name: str | None = None  # substring of the NVML device name, e.g. "H200"
+    peak_bf16_tflops: float | None = number(None, 0.0)
+    peak_fp32_tflops: float | None = number(None, 0.0)
+    mem_bandwidth_gb_s: float | None = number(None, 0.0)
+    tdp_w: float | None = number(None, 1.0)
+    idle_power_w: float | None = number(None, 0.0)
+    power_cap_min_w: float | None = number(None, 0.0)
+    power_cap_max_w: float | None = number(None, 0.0)
+    cores: int | None = number(None, 1)  # CPU cores (cpu profile) the power model scales by
+    clock_profiles: list[ClockProfile] = field(default_factory=list)
+    min_energy_window_s: float | None = number(None, 0.0)
+    source: str = ""  # where the numbers come from
+
+    def check(self) -> None:
+        if self.name == "auto":
+            return
+        required = ["peak_bf16_tflops", "peak_fp32_tflops", "mem_bandwidth_gb_s", "tdp_w",
+                    "idle_power_w", "min_energy_window_s"]
+        missing = [k for k in required if getattr(self, k) is None]
+        if missing:
+            raise ConfigError(f"hardware={self.name} lacks {', '.join(missing)}")
+        if self.idle_power_w >= self.tdp_w:
+            raise ConfigError(f"hardware.idle_power_w={self.idle_power_w} must be < tdp_w={self.tdp_w}")
+        if self.power_cap_min_w is not None and self.power_cap_max_w is not None:
+            if not self.power_cap_min_w <= self.power_cap_max_w:
+                raise ConfigError("hardware.power_cap_min_w must be <= power_cap_max_w")
+
+
+@dataclass
+class SlaConfig(_Checked):
+    """Latency service-level objective of the serving workload."""
+
+    KEY: ClassVar[str] = "sla"
+    name: str = one_of("mixed", "latency_sensitive", "throughput", "mixed")
+    ttft_p95_s: float = number(2.0, 0.001, 3600.0)
+    e2e_p95_s: float = number(30.0, 0.001, 3600.0)
+
+    def check(self) -> None:
+        if self.ttft_p95_s > self.e2e_p95_s:
+            raise ConfigError(f"sla.ttft_p95_s={self.ttft_p95_s} must be <= sla.e2e_p95_s={self.e2e_p95_s}")
+
+
+@dataclass
+class TasksConfig(_Checked):
+    """Which KernelBench-format tasks to use."""
+
+    KEY: ClassVar[str] = "tasks"
+    source: str = one_of("bundled", "bundled", "kernelbench")
+    root: str | None = None  # bundled: the repo's kernelbench/; kernelbench: an upstream checkout
+    level: int | None = number(None, 1, 3)
+    split: str = one_of("all", "train", "heldout", "all")
+    subset: list[str] = field(default_factory=list)  # task names; empty = all
+    shape: str = one_of("auto", "auto", "cpu", "gpu")  # auto: cpu shapes on cpu hardware
+
+
+@dataclass
+class LoggerConfig(_Checked):
+    """Weights & Biases: offline by default (no key, no network)."""
+
+    KEY: ClassVar[str] = "logger"
+    mode: str = one_of("offline", "offline", "online", "disabled")
+    project: str = "warpk"
+    entity: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EvaluateConfig(_Checked):
+    """Protocol of the evaluate stage: correctness trials, timing, sandbox limits."""
+
+    KEY: ClassVar[str] = "evaluate"
+    task_file: str | None = None  # evaluate these files instead of the `tasks` suite
+    candidate_files: list[str] = field(default_factory=list)
+    correctness_trials: int = number(3, 1, 100)
+    warmup_calls: int = number(3, 0, 1000)
+    timing_trials: int = number(15, 3, 10000)
+    min_trial_ms: float = number(1.0, 0.0, 10000.0)  # calls per trial grow until a trial lasts this long
+    num_threads: int = number(1, 1, 1024)  # torch CPU threads in the worker
+    timeout_s: float = number(180.0, 1.0, 86400.0)  # wall-clock limit of one candidate's worker
+    tolerance_fp32: float = number(1e-4, 0.0, 1.0)  # atol = rtol for float32 outputs
+    tolerance_low_precision: float = number(1e-2, 0.0, 1.0)  # atol = rtol for fp16 / bf16
+
+    def check(self) -> None:
+        if self.candidate_files and not self.task_file:
+            raise ConfigError("evaluate.candidate_files needs evaluate.task_file (the task they solve)")
+
+
+@dataclass
+class RunConfig(_Checked):
+    """The whole run: the stage to execute and every group's settings."""
+
+    stage: str = one_of("evaluate", *STAGES)
+    seed: int = number(0, 0)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    sla: SlaConfig = field(default_factory=SlaConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+
+
+def field_at(key: str) -> dataclasses.Field | None:
+    """The schema field at a dotted key such as 'reward.ipw_blend', or None if there is none."""
+    cls: Any = RunConfig
+    found = None
+    for part in key.split("."):
+        fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        found = fields.get(part)
+        if found is None:
+            return None
+        cls = found.default_factory() if found.default_factory is not dataclasses.MISSING else None
+    return found
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra's ConfigStore as `run_schema` (conf/config.yaml extends it)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="run_schema", node=RunConfig)

@@ -1,0 +1,112 @@
+"""Evaluation records and the summary computed from them.
+
+An `EvalRecord` is what the evaluator says about one candidate on one task: frozen, units in the
+field names, `None` wherever something was not measured (never -1 or 0 as a stand-in). The
+record schema does not change when measured energy arrives: `energy_source` says where each
+energy figure came from (`nvml`, `sampler`, `model` or `none`).
+
+Non-goals: no I/O beyond (de)serialising one record; no rewards (see warpk.rewards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+STATUSES = (
+    "ok",  # compiled, correct on every trial, timed
+    "static_reject",  # refused before running (e.g. no ModelNew)
+    "compile_error",  # syntax error, import error, build failure
+    "runtime_error",  # raised while constructing or calling ModelNew
+    "incorrect",  # ran, but an output differs from the reference (or shape/dtype/NaN)
+    "timeout",  # the worker outran its wall-clock limit and was killed
+    "crashed",  # the worker died (signal, os._exit, CUDA fault) before reporting
+    "implausible",  # faster than the task's roofline floor allows
+)
+ENERGY_SOURCES = ("nvml", "sampler", "model", "none")
+COMPILED = ("ok", "runtime_error", "incorrect", "timeout", "crashed", "implausible")
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One candidate evaluated on one task (DESIGN.md 4.2)."""
+
+    task_id: str
+    candidate: str  # a label for the candidate, e.g. its file name
+    candidate_sha: str  # sha256 of the candidate source
+    status: str
+    error: str | None = None  # one-line reason for any status but ok
+    hardware: str | None = None  # hardware profile name
+    device: str | None = None  # the device the worker measured on, e.g. "cpu" or "NVIDIA H200"
+    shape: str | None = None  # which task shape ran: cpu | gpu | default
+    max_abs_err: float | None = None  # worst |out - ref| over all correctness trials
+    max_rel_err: float | None = None  # worst max|out - ref| / max|ref| over the trials
+    runtime_ms: float | None = None  # median time per call of the candidate
+    runtime_iqr_ms: float | None = None
+    ref_runtime_ms: float | None = None  # median time per call of the reference, same process
+    ref_runtime_iqr_ms: float | None = None
+    speedup: float | None = None  # ref_runtime_ms / runtime_ms
+    energy_j: float | None = None  # energy per call of the candidate
+    energy_uncertainty_j: float | None = None
+    ref_energy_j: float | None = None
+    avg_power_w: float | None = None
+    ref_avg_power_w: float | None = None
+    energy_source: str = "none"
+    window_s: float | None = None  # length of the energy window (None when modelled)
+    compile_s: float | None = None  # phase timings inside the worker
+    correctness_s: float | None = None
+    timing_s: float | None = None
+    wall_s: float | None = None  # whole worker, including process start and imports
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status={self.status!r}; allowed: {', '.join(STATUSES)}")
+        if self.energy_source not in ENERGY_SOURCES:
+            raise ValueError(f"energy_source={self.energy_source!r}; allowed: {ENERGY_SOURCES}")
+        if self.status != "ok" and not self.error:
+            raise ValueError(f"a {self.status} record needs a one-line reason in `error`")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> EvalRecord:
+        return cls(**json.loads(line))
+
+
+def geometric_mean(values: list[float]) -> float | None:
+    """Geometric mean of positive values; None for an empty list."""
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
+    """Suite-level metrics, all fractions over every evaluated candidate.
+
+    - compile_rate: candidates that got past loading/compiling (any status in COMPILED)
+    - correct_rate: candidates with status ok
+    - geomean_speedup: geometric mean of speedup over ok candidates (None if there are none)
+    - fast_1: candidates that are ok AND faster than the reference (KernelBench's fast_p, p=1)
+    - energy_source: not a number; the caller labels energy figures with it
+    """
+    n = len(records)
+    counts = Counter(r.status for r in records)
+    ok = [r for r in records if r.status == "ok"]
+    summary: dict[str, float | None] = {
+        "n_candidates": float(n),
+        "n_tasks": float(len({r.task_id for r in records})),
+        "compile_rate": sum(counts[s] for s in COMPILED) / n if n else None,
+        "correct_rate": len(ok) / n if n else None,
+        "geomean_speedup": geometric_mean([r.speedup for r in ok if r.speedup]),
+        "fast_1": sum(1 for r in ok if r.speedup and r.speedup > 1.0) / n if n else None,
+        "geomean_energy_ratio": geometric_mean(
+            [r.ref_energy_j / r.energy_j for r in ok if r.energy_j and r.ref_energy_j]
+        ),
+    }
+    for status in STATUSES:
+        summary[f"n_{status}"] = float(counts[status])
+    return summary

@@ -1,0 +1,38 @@
+"""Stages: what `python -m warpk stage=...` runs. Each returns a dict of summary metrics.
+
+A stage whose issue has not landed raises `StageUnavailable` with a one-line reason; it never
+returns a made-up result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from warpk.config import RunConfig
+
+# stage -> what it needs before it can run
+NOT_YET = {
+    "train": "M0 SFT and M1-M3 GRPO training land with issue #5 (kernel policy, rewards, trainers)",
+    "runtime": "the serving environment and M4 PPO land with issue #6 (runtime control)",
+    "hrl": "M5 hierarchical RL lands with issue #6 (runtime control), after issue #5",
+    "report": "reports from run dirs land with issue #8 (experiments and reports)",
+}
+
+
+class StageUnavailable(RuntimeError):
+    """The stage exists in the design but is not built yet."""
+
+
+def check_available(stage: str) -> None:
+    """Raise StageUnavailable, with what it waits for, if `stage` is not built yet."""
+    if stage in NOT_YET:
+        raise StageUnavailable(f"stage={stage} is not available yet: {NOT_YET[stage]}")
+
+
+def run_stage(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
+    """Run `config.stage`; returns its summary metrics."""
+    check_available(config.stage)
+    from warpk.stages.evaluate import run_evaluate
+
+    return run_evaluate(config, run_dir, log)

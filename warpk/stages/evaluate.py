@@ -1,0 +1,114 @@
+"""`stage=evaluate`: evaluate candidates on tasks, write records.jsonl, print the per-task table.
+
+What is evaluated:
+  - `evaluate.task_file` + `evaluate.candidate_files`: exactly those files, in that order;
+  - otherwise the `tasks` suite with each task's bundled solutions (kernelbench/solutions/).
+
+Records are appended to records.jsonl as they arrive, so an interrupted run keeps what it did.
+
+Non-goals: no policy sampling here yet (evaluating a trained policy comes with the GRPO issue).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from warpk.config import RunConfig
+from warpk.evaluator import EvalItem, Evaluator
+from warpk.records import EvalRecord, summarize
+from warpk.tasks import TaskError, load_suite, load_task_file
+
+
+def collect_items(config: RunConfig) -> list[EvalItem]:
+    """The (task, candidate) pairs this run evaluates, in a stable order."""
+    ev = config.evaluate
+    if ev.task_file:
+        task = load_task_file(Path(ev.task_file))
+        paths = [Path(p) for p in ev.candidate_files] or list(task.solutions)
+        if not paths:
+            raise TaskError(f"evaluate.task_file={ev.task_file} given without evaluate.candidate_files")
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise TaskError(f"evaluate.candidate_files: no such file(s): {', '.join(missing)}")
+        return [EvalItem(task, p.read_text(), p.name) for p in paths]
+    tasks = load_suite(config.tasks)
+    if not tasks:
+        raise TaskError(f"no tasks selected (tasks.split={config.tasks.split}, "
+                        f"tasks.subset={config.tasks.subset})")
+    return [EvalItem(t, p.read_text(), p.name) for t in tasks for p in t.solutions]
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def results_table(records: list[EvalRecord], hardware: str) -> Table:
+    """One row per record; a caption says where the energy figures come from."""
+    sources = sorted({r.energy_source for r in records if r.energy_j is not None})
+    table = Table(title=f"WARP-K evaluation: {len(records)} candidates on hardware={hardware}")
+    if sources == ["model"]:
+        table.caption = (f"* energy is MODELLED from the hardware={hardware} power model "
+                         "(power x measured runtime), not measured")
+    elif sources:
+        table.caption = f"* energy source: {', '.join(sources)}"
+    for col in ("task", "candidate", "status", "ref ms", "cand ms", "speedup", "mJ/call*",
+                "max abs err", "reason"):
+        table.add_column(col, justify="left" if col in ("task", "candidate", "status", "reason")
+                         else "right", overflow="fold")
+    for r in records:
+        colour = "green" if r.status == "ok" else "red"
+        energy = None if r.energy_j is None else r.energy_j * 1000
+        table.add_row(
+            r.task_id.split("/", 1)[-1], r.candidate.removesuffix(".py"),
+            f"[{colour}]{r.status}[/{colour}]", _fmt(r.ref_runtime_ms, ".3f"),
+            _fmt(r.runtime_ms, ".3f"), _fmt(r.speedup, ".2f"), _fmt(energy, ".2f"),
+            _fmt(r.max_abs_err, ".1e"), (r.error or "")[:160],
+        )
+    return table
+
+
+def summary_table(summary: dict) -> Table:
+    table = Table(title="Summary", show_header=False)
+    for key in ("n_tasks", "n_candidates", "compile_rate", "correct_rate", "geomean_speedup", "fast_1"):
+        value = summary.get(key)
+        table.add_row(key, _fmt(value, ".0f" if key.startswith("n_") else ".3f"))
+    return table
+
+
+def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
+    """Evaluate, write `records.jsonl` under `run_dir`, print tables; returns the summary."""
+    items = collect_items(config)
+    evaluator = Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
+    console = Console(width=None if Console().is_terminal else 160)
+    records: list[EvalRecord] = []
+    records_path = run_dir / "records.jsonl"
+    with records_path.open("w") as sink, Progress(
+        TextColumn("[bold]evaluate[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as progress:
+        bar = progress.add_task("", total=len(items))
+
+        def on_record(record: EvalRecord) -> None:
+            sink.write(record.to_json() + "\n")
+            sink.flush()
+            records.append(record)
+            log({"eval/index": len(records) - 1, "eval/ok": float(record.status == "ok"),
+                 **{f"eval/{k}": getattr(record, k) for k in ("speedup", "runtime_ms", "ref_runtime_ms",
+                                                             "energy_j", "ref_energy_j")
+                    if getattr(record, k) is not None}})
+            progress.advance(bar)
+
+        for item in items:
+            progress.update(bar, description=f"{item.task.name}/{item.candidate}")
+            evaluator.evaluate_many([item], on_record=on_record)
+    summary = summarize(records)
+    console.print(results_table(records, config.hardware.name))
+    console.print(summary_table(summary))
+    console.print(f"records: {records_path}")
+    return summary

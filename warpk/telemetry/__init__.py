@@ -1,0 +1,1 @@
+"""Energy telemetry: measured (NVML, sampler) and modelled energy behind one small seam."""
