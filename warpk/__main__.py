@@ -21,6 +21,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import MissingConfigException
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -33,7 +34,7 @@ from warpk.config import (
     field_at,
     register_configs,
 )
-from warpk.hardware import HardwareError, detect_gpu_names, profile_for
+from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require_device
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
 
@@ -67,6 +68,9 @@ def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunCon
 
 def _explain(err: BaseException) -> str:
     """One line for a composition error: the key, the bad value and what is allowed."""
+    if isinstance(err, MissingConfigException) and err.options and err.missing_cfg_file:
+        group, _, option = err.missing_cfg_file.rpartition("/")
+        return f"{group}={option} is not an option; allowed: {', '.join(err.options)}"
     cause = err
     while cause.__cause__ is not None and not isinstance(cause, ConfigError):
         cause = cause.__cause__
@@ -141,6 +145,7 @@ def _seed_everything(seed: int) -> None:
 def _tags_and_group(config: RunConfig) -> tuple[list[str], str | None, str]:
     hc = HydraConfig.get()
     choices = {k: v for k, v in hc.runtime.choices.items() if not k.startswith("hydra") and v}
+    choices["hardware"] = config.hardware.name  # the resolved profile, not "auto"
     tags = [f"{k}:{v}" for k, v in sorted(choices.items())] + [f"stage:{config.stage}"]
     group = None
     if hc.mode == RunMode.MULTIRUN:
@@ -158,6 +163,7 @@ def main(cfg: DictConfig) -> dict:
     try:
         config = to_run_config(cfg)
         check_available(config.stage)
+        require_device(config.hardware.device, config.hardware.name)
     except (ConfigError, HardwareError, StageUnavailable) as err:
         sys.exit(f"warpk: {err}")
     _seed_everything(config.seed)

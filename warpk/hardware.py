@@ -48,3 +48,10 @@ def profile_for(gpu_names: list[str]) -> str:
         f"hardware=auto: GPU '{gpu_names[0]}' has no profile (known: {known}, cpu); "
         "pass hardware=<profile> explicitly or add conf/hardware/<name>.yaml"
     )
+
+
+def require_device(device: str, profile: str, gpu_names: list[str] | None = None) -> None:
+    """Fail with what to do when a GPU profile is asked for on a machine without a GPU."""
+    if device == "cuda" and not (detect_gpu_names() if gpu_names is None else gpu_names):
+        raise HardwareError(f"hardware={profile} needs an NVIDIA GPU and NVML finds none on this "
+                            "machine; use hardware=auto or hardware=cpu")

@@ -27,7 +27,9 @@ STATUSES = (
     "implausible",  # faster than the task's roofline floor allows
 )
 ENERGY_SOURCES = ("nvml", "sampler", "model", "none")
-COMPILED = ("ok", "runtime_error", "incorrect", "timeout", "crashed", "implausible")
+# Statuses that prove the candidate loaded. timeout and crashed do not: the worker may have died
+# while compiling, so they count against the compile rate.
+COMPILED = ("ok", "runtime_error", "incorrect", "implausible")
 
 
 @dataclass(frozen=True)

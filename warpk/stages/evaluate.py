@@ -108,6 +108,8 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
             progress.update(bar, description=f"{item.task.name}/{item.candidate}")
             evaluator.evaluate_many([item], on_record=on_record)
     summary = summarize(records)
+    sources = sorted({r.energy_source for r in records if r.energy_j is not None})
+    summary["energy_source"] = "+".join(sources) or "none"  # labels geomean_energy_ratio
     console.print(results_table(records, config.hardware.name))
     console.print(summary_table(summary))
     console.print(f"records: {records_path}")

@@ -1,0 +1,41 @@
+"""Test environment: CPU, offline, one thread; W&B, HF and inductor state in a temp dir.
+
+Set before anything imports torch, transformers or wandb (FACTS.md: with 2 cores and another
+busy process, torch steps ran up to 100x slower without OMP_NUM_THREADS=1).
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_STATE = tempfile.mkdtemp(prefix="warpk-tests-")
+os.environ.update(
+    OMP_NUM_THREADS="1",
+    HF_HUB_OFFLINE="1",
+    HF_DATASETS_OFFLINE="1",
+    TRANSFORMERS_OFFLINE="1",
+    WANDB_SILENT="true",
+    HF_HOME=os.path.join(_STATE, "hf"),
+    TORCHINDUCTOR_CACHE_DIR=os.path.join(_STATE, "inductor"),
+)
+for var in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
+    os.environ[var] = os.path.join(_STATE, var.lower())
+os.environ.pop("WANDB_API_KEY", None)
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+
+
+def run_warpk(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m warpk ARGS` from the repo root, as a user would type it."""
+    return subprocess.run([sys.executable, "-m", "warpk", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO

@@ -1,0 +1,171 @@
+"""Composition: every option of every group converts to the typed config; bad input fails early."""
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from tests.conftest import run_warpk
+from warpk.__main__ import CONF_DIR, preflight, to_run_config
+from warpk.config import ConfigError
+from warpk.hardware import HardwareError, detect_gpu_names, profile_for
+
+GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
+          for g in ("model", "policy", "reward", "hardware", "sla", "tasks", "logger")}
+
+
+def _compose(*overrides: str, gpu_names=()):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+        return to_run_config(compose("config", overrides=list(overrides)), list(gpu_names))
+
+
+def test_groups_have_the_designed_options():
+    assert GROUPS["model"] == ["m0", "m1", "m2", "m3", "m4", "m5"]
+    assert GROUPS["hardware"] == ["auto", "cpu", "h100", "h200"]
+    assert GROUPS["sla"] == ["latency_sensitive", "mixed", "throughput"]
+    assert GROUPS["logger"] == ["disabled", "wandb_offline", "wandb_online"]
+    assert GROUPS["reward"] == ["energy", "hrl", "ipw_blend", "kernel"]
+    assert GROUPS["policy"] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-7b", "tiny"]
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])
+def test_every_option_composes_and_converts(group, option):
+    run = _compose(f"{group}={option}")
+    node = getattr(run, group)
+    if group == "tasks":
+        assert node.source == option
+    elif group == "logger":
+        assert node.mode == {"wandb_offline": "offline", "wandb_online": "online"}.get(option, option)
+    elif group == "hardware" and option == "auto":
+        assert node.name == "cpu"  # no GPU names given
+    else:
+        assert node.name == option
+
+
+def test_default_is_the_cpu_evaluate_job():
+    run = _compose()
+    assert (run.stage, run.model.name, run.policy.name, run.tasks.source) == ("evaluate", "m0", "tiny", "bundled")
+    assert run.logger.mode == "offline"
+    assert run.hardware.name == "cpu" and run.hardware.device == "cpu"
+
+
+@pytest.mark.parametrize("arm,reward,blend", [("m1", "kernel", 0.0), ("m2", "energy", 0.0),
+                                              ("m3", "ipw_blend", 0.25), ("m4", "hrl", 0.0)])
+def test_arm_presets_pick_their_reward(arm, reward, blend):
+    run = _compose(f"model={arm}")
+    assert (run.reward.name, run.reward.ipw_blend) == (reward, blend)
+
+
+def test_override_on_top_of_an_arm_preset():
+    run = _compose("model=m3", "reward.ipw_blend=0.1")
+    assert (run.model.name, run.model.trainer, run.reward.ipw_blend) == ("m3", "grpo", 0.1)
+    assert _compose("model=m2", "reward=kernel").reward.beta_energy == 0.0
+
+
+@pytest.mark.parametrize("gpus,profile", [(["NVIDIA H200"], "h200"), (["NVIDIA H100 80GB HBM3"], "h100"),
+                                          ([], "cpu")])
+def test_hardware_auto_follows_the_gpu(gpus, profile):
+    run = _compose(gpu_names=gpus)
+    assert run.hardware.name == profile
+    assert run.hardware.device == ("cpu" if profile == "cpu" else "cuda")
+    assert run.hardware.tdp_w > run.hardware.idle_power_w
+
+
+def test_unknown_gpu_is_an_error_not_a_guess():
+    with pytest.raises(HardwareError, match="NVIDIA A100.*no profile"):
+        profile_for(["NVIDIA A100-SXM4-40GB"])
+
+
+def test_detect_gpu_names_with_a_fake_nvml():
+    class FakeNvml:
+        class NVMLError(Exception):
+            pass
+
+        def __init__(self, names, fail=False):
+            self.names, self.fail, self.shut = names, fail, False
+
+        def nvmlInit(self):
+            if self.fail:
+                raise self.NVMLError("library not found")
+
+        def nvmlDeviceGetCount(self):
+            return len(self.names)
+
+        def nvmlDeviceGetHandleByIndex(self, i):
+            return i
+
+        def nvmlDeviceGetName(self, handle):
+            return self.names[handle].encode()
+
+        def nvmlShutdown(self):
+            self.shut = True
+
+    fake = FakeNvml(["NVIDIA H200", "NVIDIA H200"])
+    assert detect_gpu_names(fake) == ["NVIDIA H200", "NVIDIA H200"] and fake.shut
+    assert detect_gpu_names(FakeNvml([], fail=True)) == []
+
+
+@pytest.mark.parametrize("override,expected", [
+    ("model=m9", "model=m9 is not an option; allowed: m0, m1, m2, m3, m4, m5"),
+    ("reward.ipw_blend=abc", "reward.ipw_blend='abc' is not allowed; allowed: a number in [0, 1]"),
+    ("reward.ipw_blend=-1", "reward.ipw_blend=-1.0 is not allowed; allowed: a number in [0, 1]"),
+    ("sla=nope", "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput"),
+    ("tasks.split=test", "tasks.split='test' is not allowed; allowed: one of train, heldout, all"),
+    ("stage=serve", "stage='serve' is not allowed; allowed: one of evaluate, train, runtime, hrl, report"),
+    ("evaluate.timing_trials=2", "evaluate.timing_trials=2 is not allowed; allowed: an integer in [3, 10000]"),
+])
+def test_bad_override_names_key_and_allowed_values(override, expected):
+    assert preflight([override], gpu_names=[]) == expected
+
+
+def test_cross_field_checks():
+    assert _compose("sla.ttft_p95_s=20").sla.ttft_p95_s == 20  # still below mixed's 30 s E2E
+    with pytest.raises(ConfigError, match="sla.ttft_p95_s=40.0 must be <= sla.e2e_p95_s=30.0"):
+        _compose("sla.ttft_p95_s=40")
+    with pytest.raises(ConfigError, match="failure tiers"):
+        _compose("reward.reward_no_code=-0.1")  # a missing answer must not beat a compile error
+    with pytest.raises(ConfigError, match="need an explicit profile"):
+        _compose("hardware.tdp_w=500")  # hardware=auto would silently drop it
+
+
+def test_sweep_is_checked_point_by_point_before_launch():
+    error = preflight(["-m", "model=m1,m3", "reward.ipw_blend=0,0.1,1.5"], gpu_names=[])
+    assert error.startswith("reward.ipw_blend=1.5 is not allowed; allowed: a number in [0, 1]")
+    assert "[job: model=m1 reward.ipw_blend=1.5]" in error
+    assert preflight(["-m", "model=m1,m2,m3", "seed=11,22,33"], gpu_names=[]) is None
+
+
+def test_launchers_compose():
+    for launcher in ("basic", "submitit_local"):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+            cfg = compose("config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+        assert launcher.split("_")[0] in cfg.hydra.launcher._target_.lower()
+        assert cfg.hydra.job.name == "warpk"
+
+
+def test_cli_bad_override_exits_nonzero_before_running():
+    result = run_warpk("sla=nope")
+    assert result.returncode == 2
+    assert "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput" in result.stderr
+    assert "records" not in result.stdout
+
+
+def test_cli_cfg_job_shows_the_composed_override():
+    result = run_warpk("model=m3", "reward.ipw_blend=0.25", "--cfg", "job")
+    assert result.returncode == 0, result.stderr
+    assert "name: m3" in result.stdout and "ipw_blend: 0.25" in result.stdout
+    assert "name: ipw_blend" in result.stdout
+
+
+def test_cli_help_explains_groups_and_examples():
+    result = run_warpk("--help")
+    assert result.returncode == 0
+    for text in ("model: m0, m1, m2, m3, m4, m5", "sla: latency_sensitive, mixed, throughput",
+                 "python -m warpk -m model=m1,m2,m3 seed=11,22,33", "hydra/launcher"):
+        assert text in result.stdout, text
+
+
+@pytest.mark.parametrize("stage", ["train", "runtime", "hrl", "report"])
+def test_unbuilt_stage_exits_nonzero_with_one_line(stage, tmp_path):
+    result = run_warpk(f"stage={stage}", f"hydra.run.dir={tmp_path}", "logger=disabled")
+    assert result.returncode != 0
+    assert f"stage={stage} is not available yet" in result.stderr
+    assert not (tmp_path / "summary.json").exists()
