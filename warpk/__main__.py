@@ -59,7 +59,8 @@ def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunCon
     if run.hardware.name != "auto":
         return run
     if run.hardware != HardwareConfig():
-        raise ConfigError("hardware.* overrides need an explicit profile, e.g. hardware=h100 hardware.tdp_w=600")
+        raise ConfigError("hardware.* overrides need an explicit profile, "
+                          "e.g. hardware=h100 hardware.tdp_w=600")
     profile = profile_for(detect_gpu_names() if gpu_names is None else gpu_names)
     node = OmegaConf.merge(OmegaConf.structured(HardwareConfig),
                            OmegaConf.load(CONF_DIR / "hardware" / f"{profile}.yaml"))

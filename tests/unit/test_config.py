@@ -42,7 +42,8 @@ def test_every_option_composes_and_converts(group, option):
 
 def test_default_is_the_cpu_evaluate_job():
     run = _compose()
-    assert (run.stage, run.model.name, run.policy.name, run.tasks.source) == ("evaluate", "m0", "tiny", "bundled")
+    assert (run.stage, run.model.name, run.policy.name) == ("evaluate", "m0", "tiny")
+    assert run.tasks.source == "bundled"
     assert run.logger.mode == "offline"
     assert run.hardware.name == "cpu" and run.hardware.device == "cpu"
 
@@ -110,7 +111,8 @@ def test_detect_gpu_names_with_a_fake_nvml():
     ("sla=nope", "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput"),
     ("tasks.split=test", "tasks.split='test' is not allowed; allowed: one of train, heldout, all"),
     ("stage=serve", "stage='serve' is not allowed; allowed: one of evaluate, train, runtime, hrl, report"),
-    ("evaluate.timing_trials=2", "evaluate.timing_trials=2 is not allowed; allowed: an integer in [3, 10000]"),
+    ("evaluate.timing_trials=2",
+     "evaluate.timing_trials=2 is not allowed; allowed: an integer in [3, 10000]"),
 ])
 def test_bad_override_names_key_and_allowed_values(override, expected):
     assert preflight([override], gpu_names=[]) == expected

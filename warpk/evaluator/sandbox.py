@@ -47,7 +47,8 @@ class WorkerOutcome:
             return None
         if self.returncode is not None and self.returncode < 0:
             name = signal.Signals(-self.returncode).name
-            return "crashed", f"worker killed by {name}" + (f": {self.stderr_tail}" if self.stderr_tail else "")
+            detail = f": {self.stderr_tail}" if self.stderr_tail else ""
+            return "crashed", f"worker killed by {name}{detail}"
         reason = f"worker exited with code {self.returncode} before reporting a result"
         return "crashed", reason + (f": {self.stderr_tail}" if self.stderr_tail else "")
 

@@ -183,7 +183,8 @@ def evaluate(request: dict) -> dict:
         for _ in range(protocol["warmup_calls"]):
             reference(*inputs)
             model_new(*inputs)
-        probe = {name: _timed(torch, fn, inputs, 1, sync) for name, fn in (("ref", reference), ("new", model_new))}
+        probe = {"ref": _timed(torch, reference, inputs, 1, sync),
+                 "new": _timed(torch, model_new, inputs, 1, sync)}
         calls = {k: max(1, math.ceil(protocol["min_trial_ms"] / max(v, 1e-6))) for k, v in probe.items()}
         order = random.Random(seed)
         times: dict[str, list[float]] = {"ref": [], "new": []}
