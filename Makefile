@@ -27,3 +27,15 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache
+
+# Regenerate the committed gRPC stubs of the sampler (sampler/sampler_pb2*.py). grpcio-tools 1.84.0
+# is the generator on purpose: generated code refuses a grpcio or protobuf older than its generator,
+# and the GPU machine has grpcio 1.84.0 (FACTS.md). It lives in its own venv under build/ so the
+# project's grpcio/protobuf stay as they are. `-I.` makes the stubs import `from sampler import ...`.
+PROTO_VENV := build/protogen
+.PHONY: proto
+proto:
+	test -x $(PROTO_VENV)/bin/python || $(PYTHON) -m venv $(PROTO_VENV)
+	$(PROTO_VENV)/bin/python -m pip install --quiet "grpcio-tools==1.84.0"
+	$(PROTO_VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \
+		sampler/sampler.proto

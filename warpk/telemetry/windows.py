@@ -1,0 +1,227 @@
+"""Energy windows on a coarse cumulative counter, aligned to its updates (DESIGN.md 5).
+
+The NVML energy counter moves only about every 100 ms (FACTS.md), so a window's two readings
+can be stale by up to one update each: an 8 ms window reads 0 J, a 1 s window is off by up to
+~10 %. An aligned window removes that staleness:
+
+1. Lead-in: run `fn` in chunks (each ending in `sync()` and a counter read) until the counter
+   changes. The update happened between the last read showing the old value and the first
+   showing the new one (the *bracket*, about one chunk); the window starts at its midpoint.
+   The device is already busy with the same work, so the window starts in steady state.
+2. Body: run the calibrated number of calls (they alone span `min_window_s`).
+3. Tail: keep running chunks until the counter changes again; the window ends at the midpoint
+   of that bracket.
+4. Energy = counter delta; work inside = window length / measured time per call (the loop runs
+   at a steady rate, so the calls cut by the edges are counted pro rata).
+
+Uncertainty per window: average power x (half of each bracket) + 1 mJ counter resolution per
+edge; per call it is divided by the calls inside. Across windows the standard error is added (see
+meter.summarize). It does NOT cover the sensor's gain/offset error or a counter that samples
+only part of the time: the square-wave benchmark (benchmarks/bench_energy.py) tests the latter.
+
+The unaligned mode (read, run, sync, read) exists so benchmarks can show what alignment buys;
+its uncertainty assumes each reading may lag by one full update period.
+
+Non-goals: no device access here (counters are passed in), no torch, no idle subtraction.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from warpk.telemetry.meter import (
+    CounterReading,
+    EnergyCounter,
+    EnergyMeasurement,
+    EnergyWindow,
+    MeterError,
+    MeterSettings,
+    summarize,
+)
+
+MAX_CALIBRATION_CALLS = 10_000_000
+COUNTER_RESOLUTION_J = 0.001  # NVML reports whole millijoules
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Calls per window body and per chunk, from the calibration."""
+
+    time_per_call_s: float
+    body_calls: int
+    chunk_calls: int
+
+
+class _Work:
+    """Runs fn in synchronized batches and counts the calls."""
+
+    def __init__(self, fn: Callable[[], object], sync: Callable[[], object], clock: Callable[[], float]):
+        self.fn, self.sync, self.clock = fn, sync, clock
+        self.calls = 0
+        self.done_s = clock()
+
+    def run(self, n: int) -> None:
+        for _ in range(n):
+            self.fn()
+        self.sync()
+        self.calls += n
+        self.done_s = self.clock()
+
+
+def wait_for_update(counter: EnergyCounter, previous: CounterReading, between: Callable[[], object],
+                    clock: Callable[[], float], timeout_s: float) -> tuple[CounterReading, CounterReading]:
+    """Read the counter until its value differs from `previous`.
+
+    Args:
+        counter: the counter.
+        previous: the reading to compare against.
+        between: called before each read (sleep while idle, or a chunk of work).
+        clock: seconds, same clock as the readings.
+        timeout_s: raise MeterError when nothing changed for this long.
+
+    Returns:
+        (the last reading with the old value, the first reading with a new value).
+    """
+    deadline = clock() + timeout_s
+    last = previous
+    while True:
+        between()
+        reading = counter.read()
+        if reading.energy_j != previous.energy_j:
+            if reading.energy_j < previous.energy_j:
+                raise MeterError(f"energy counter went backwards ({previous.energy_j} -> "
+                                 f"{reading.energy_j} J): driver reload or counter wrap")
+            return last, reading
+        last = reading
+        if clock() > deadline:
+            raise MeterError(f"energy counter did not change in {timeout_s} s: is the device "
+                             "reporting energy (Volta or newer), and is the counter the right one?")
+
+
+def _midpoint(before: CounterReading, after: CounterReading) -> float:
+    return (before.timestamp_s + after.timestamp_s) / 2
+
+
+def observe_idle(counter: EnergyCounter, settings: MeterSettings, clock: Callable[[], float],
+                 sleep: Callable[[float], object]) -> tuple[float, float | None]:
+    """Power and update period of the counter while we run nothing, over >= idle_window_s.
+
+    Returns:
+        (idle power in W, median spacing of updates in s, or None with a single interval).
+    """
+    def idle() -> None:
+        sleep(settings.poll_s)
+
+    brackets = [wait_for_update(counter, counter.read(), idle, clock, settings.timeout_s)]
+    while True:
+        brackets.append(wait_for_update(counter, brackets[-1][1], idle, clock, settings.timeout_s))
+        span_s = _midpoint(*brackets[-1]) - _midpoint(*brackets[0])
+        if span_s >= settings.idle_window_s:
+            break
+    ticks = [_midpoint(*b) for b in brackets]
+    power_w = (brackets[-1][1].energy_j - brackets[0][1].energy_j) / span_s
+    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    return power_w, statistics.median(gaps) if len(gaps) > 1 else None
+
+
+def calibrate(fn: Callable[[], object], sync: Callable[[], object], settings: MeterSettings,
+              clock: Callable[[], float]) -> Plan:
+    """Warm up, then time batches of doubling size until one spans calibrate_s."""
+    work = _Work(fn, sync, clock)
+    start, batch = clock(), 1
+    while clock() - start < settings.warmup_s:
+        work.run(batch)
+        batch = min(batch * 2, MAX_CALIBRATION_CALLS)
+    n = 1
+    while True:
+        t0 = clock()
+        work.run(n)
+        elapsed_s = clock() - t0
+        if elapsed_s >= settings.calibrate_s and elapsed_s > 0:
+            break
+        if n >= MAX_CALIBRATION_CALLS:
+            raise MeterError(f"{n} calls took {elapsed_s} s: fn does no measurable work")
+        n *= 2
+    per_call_s = elapsed_s / n
+    return Plan(
+        time_per_call_s=per_call_s,
+        body_calls=max(1, math.ceil(settings.min_window_s / per_call_s)),
+        chunk_calls=max(1, round(settings.chunk_s / per_call_s)),
+    )
+
+
+def aligned_window(fn, sync, counter: EnergyCounter, plan: Plan, settings: MeterSettings,
+                   clock: Callable[[], float]) -> EnergyWindow:
+    """One window from a counter update to a later one, busy across both (see module doc)."""
+    work = _Work(fn, sync, clock)
+
+    def chunk() -> None:
+        work.run(plan.chunk_calls)
+
+    begin_s = clock()
+    chunk()
+    start_before, start = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
+    work.run(plan.body_calls)
+    end_before, end = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
+    window_s = _midpoint(end_before, end) - _midpoint(start_before, start)
+    per_call_s = (work.done_s - begin_s) / work.calls
+    energy_j = end.energy_j - start.energy_j
+    edge_s = (start.timestamp_s - start_before.timestamp_s + end.timestamp_s - end_before.timestamp_s) / 2
+    return EnergyWindow(
+        energy_j=energy_j,
+        window_s=window_s,
+        calls=window_s / per_call_s,
+        time_per_call_ms=per_call_s * 1000.0,
+        edge_uncertainty_s=edge_s,
+        energy_uncertainty_j=energy_j / window_s * edge_s + 2 * COUNTER_RESOLUTION_J,
+    )
+
+
+def unaligned_window(fn, sync, counter: EnergyCounter, plan: Plan, period_s: float,
+                     clock: Callable[[], float]) -> EnergyWindow:
+    """The naive window: read, run the body, sync, read. Each reading may lag one period."""
+    work = _Work(fn, sync, clock)
+    sync()
+    first = counter.read()
+    begin_s = clock()
+    work.run(plan.body_calls)
+    last = counter.read()
+    window_s = work.done_s - begin_s
+    energy_j = last.energy_j - first.energy_j
+    # The delta covers [update before first read, update before last read]: at least
+    # window_s - period_s long, so energy_j / (window_s - period_s) bounds the power from above.
+    # Each edge may miss up to one period of it. Shorter windows bound nothing.
+    if window_s > period_s:
+        uncertainty_j = energy_j / (window_s - period_s) * 2 * period_s + 2 * COUNTER_RESOLUTION_J
+    else:
+        uncertainty_j = math.inf
+    return EnergyWindow(
+        energy_j=energy_j,
+        window_s=window_s,
+        calls=float(plan.body_calls),
+        time_per_call_ms=window_s / plan.body_calls * 1000.0,
+        edge_uncertainty_s=2 * period_s,
+        energy_uncertainty_j=uncertainty_j,
+    )
+
+
+def measure_with_counter(fn: Callable[[], object], sync: Callable[[], object], counter: EnergyCounter,
+                         settings: MeterSettings, source: str, clock: Callable[[], float],
+                         sleep: Callable[[float], object]) -> EnergyMeasurement:
+    """Idle observation (optional), warmup and calibration, then `settings.repeats` windows."""
+    idle_w, period_s = None, None
+    if settings.idle_window_s > 0:
+        sync()
+        idle_w, period_s = observe_idle(counter, settings, clock, sleep)
+    plan = calibrate(fn, sync, settings, clock)
+    windows = []
+    for _ in range(settings.repeats):
+        if settings.aligned:
+            windows.append(aligned_window(fn, sync, counter, plan, settings, clock))
+        else:
+            windows.append(unaligned_window(fn, sync, counter, plan, period_s or settings.counter_period_s,
+                                            clock))
+    return summarize(windows, source, settings.aligned, idle_w, period_s)
