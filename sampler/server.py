@@ -4,7 +4,8 @@ Each stream reads the backend at its own interval (deadline pacing, no drift; a 
 behind is skipped, never burst) and sends one message per `batch_ticks` ticks. A bad request
 (interval 0, an unknown GPU or metric) is answered with INVALID_ARGUMENT and hurts no other
 stream. A client that goes away ends its stream at once (the RPC's termination callback wakes
-it). `Daemon.stop()` (SIGTERM, SIGINT) ends every stream and closes the backend.
+it). `Daemon.stop()` (SIGTERM, SIGINT) ends every stream with UNAVAILABLE (so a client can tell
+a shutdown from the end of a bounded stream) and closes the backend.
 
 Non-goals: no authentication or TLS (bind loopback, the default); no fan-out cache shared
 between streams (each stream reads NVML itself; NVML is thread-safe); no GPU setting is changed.
@@ -98,6 +99,8 @@ class SamplerService(pb_grpc.SamplerServicer):
             yield from self._ticks(request, interval_s, gpus, metrics, wake)
         finally:
             self.streams.close(wake)
+        if self.streams.closing.is_set():  # cut short by a shutdown, not by the client or a bound
+            context.abort(grpc.StatusCode.UNAVAILABLE, "sampler daemon shutting down")
 
     def _ticks(self, request, interval_s, gpus, metrics, wake):
         batch_ticks = max(1, request.batch_ticks)

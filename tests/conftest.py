@@ -39,3 +39,21 @@ def run_warpk(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip `gpu` tests when NVML finds no NVIDIA GPU, `slurm` tests when `sbatch` is not on PATH."""
+    import shutil
+
+    from warpk.hardware import detect_gpu_names
+
+    needs_gpu = [i for i in items if i.get_closest_marker("gpu")]
+    if needs_gpu and not detect_gpu_names():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU: NVML reports none on this machine")
+        for item in needs_gpu:
+            item.add_marker(skip)
+    if shutil.which("sbatch") is None:
+        skip = pytest.mark.skip(reason="needs a SLURM controller: sbatch is not on PATH")
+        for item in items:
+            if item.get_closest_marker("slurm"):
+                item.add_marker(skip)

@@ -100,20 +100,23 @@ def fake_nvml(gpus: list[FakeGpu], fail: dict[str, int] | None = None, init_erro
         "nvmlDeviceGetPowerUsage": lambda h: int(round(h.last_power_w * 1000)),
         "nvmlDeviceGetUtilizationRates": lambda h: SimpleNamespace(gpu=87, memory=41),
         "nvmlDeviceGetTemperature": lambda h, sensor: 45,
-        "nvmlDeviceGetClockInfo": lambda h, kind: {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619}[kind],
+        "nvmlDeviceGetClockInfo": lambda h, kind: {pynvml.NVML_CLOCK_SM: 1980,
+                                                   pynvml.NVML_CLOCK_MEM: 2619}[kind],
         "nvmlDeviceGetEnforcedPowerLimit": lambda h: 700_000,
         "nvmlDeviceGetMemoryInfo": lambda h: SimpleNamespace(used=3 * 2**30, total=141 * 2**30),
         "nvmlDeviceGetPcieThroughput": lambda h, counter: 1234 + counter,
         "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0x4,
         "nvmlDeviceGetFanSpeed": _not_supported,  # H200 SXM has no fan
-        "nvmlDeviceGetFieldValues": lambda h, ids: [SimpleNamespace(
-            nvmlReturn=pynvml.NVML_SUCCESS, valueType=1, value=SimpleNamespace(uiVal=int(h.last_power_w * 1000)))],
+        "nvmlDeviceGetFieldValues": lambda h, ids: [SimpleNamespace(  # POWER_INSTANT, unsigned int mW
+            nvmlReturn=pynvml.NVML_SUCCESS, valueType=1,
+            value=SimpleNamespace(uiVal=int(h.last_power_w * 1000)))],
     }
     if init_error is not None:
         behaviour["nvmlInit"] = _raiser(init_error)
     for name, code in (fail or {}).items():
         behaviour[name] = _raiser(code)
-    nvml = SimpleNamespace(**{k: getattr(pynvml, k) for k in dir(pynvml) if k.startswith(("NVML_", "NVMLError"))})
+    constants = {k: getattr(pynvml, k) for k in dir(pynvml) if k.startswith(("NVML_", "NVMLError"))}
+    nvml = SimpleNamespace(**constants)
     for name, fn in behaviour.items():
         setattr(nvml, name, mock.create_autospec(getattr(pynvml, name), side_effect=fn))
     return nvml

@@ -127,7 +127,8 @@ def test_no_nvml_library_is_a_clear_error():
 
 
 def test_gpu_without_energy_counter_is_refused_and_nvml_released():
-    nvml = fake_nvml([FakeGpu()], fail={"nvmlDeviceGetTotalEnergyConsumption": pynvml.NVML_ERROR_NOT_SUPPORTED})
+    no_counter = {"nvmlDeviceGetTotalEnergyConsumption": pynvml.NVML_ERROR_NOT_SUPPORTED}
+    nvml = fake_nvml([FakeGpu()], fail=no_counter)
     with pytest.raises(MeterError, match="no usable energy counter"):
         NvmlEnergyMeter(0, nvml=nvml)
     nvml.nvmlShutdown.assert_called_once()

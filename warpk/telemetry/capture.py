@@ -56,13 +56,15 @@ class EnergyCapture:
         """Index of the first sample after `after_s` whose energy differs from its predecessor."""
         deadline = self.clock() + self.timeout_s
         checked = 1
-        while self.clock() < deadline and not stop.is_set():
+        while not stop.is_set():
             for i in range(checked, len(samples)):
                 if samples[i].timestamp_s >= after_s and samples[i].energy_j != samples[i - 1].energy_j:
                     return i
             checked = max(1, len(samples))
+            if self.clock() > deadline:
+                raise MeterError(f"energy counter did not change within {self.timeout_s} s")
             time.sleep(self.interval_s)
-        raise MeterError(f"energy counter did not change within {self.timeout_s} s")
+        raise MeterError("the sampling thread stopped")
 
     def capture(self, kernel_fn: Callable[[], object], sync: Callable[[], object] = no_sync) -> EnergyTrace:
         """Run `kernel_fn` once (then `sync`) and return the trace around it.
@@ -92,11 +94,13 @@ class EnergyCapture:
             sync()
             end_s = self.clock()
             self._wait(samples, end_s, stop)
+        except MeterError as e:
+            if failed:
+                raise MeterError(f"reading the counter failed: {failed[0]!r}") from failed[0]
+            raise e
         finally:
             stop.set()
             thread.join(timeout=5.0)
-        if failed:
-            raise MeterError(f"reading the counter failed: {failed[0]!r}") from failed[0]
         return EnergyTrace(tuple(samples[first:]), start_s=start_s, end_s=end_s)
 
     def close(self) -> None:

@@ -115,11 +115,19 @@ class EnergyTrace:
         return energies[i] + frac * segment_j, segment_j
 
     def energy_between(self, t0: float, t1: float) -> tuple[float, float]:
-        """Energy from t0 to t1 (J) and the bound on its error (J)."""
+        """Energy from t0 to t1 (J) and the bound on its error (J).
+
+        Ends in different segments: each end is off by at most its segment's energy. Both ends in
+        one segment of energy S: the truth lies in [0, S], so the bound is max(value, S - value).
+        """
         if t1 < t0:
             raise ValueError(f"t1={t1} is before t0={t0}")
         e0, b0 = self.energy_at(t0)
         e1, b1 = self.energy_at(t1)
+        times = self.knots[0]
+        same = bisect.bisect_right(times, t0) == bisect.bisect_right(times, t1) and b0 > 0 and b1 > 0
+        if same:
+            return e1 - e0, max(e1 - e0, b0 - (e1 - e0))
         return e1 - e0, b0 + b1
 
     @property
