@@ -25,6 +25,7 @@ os.environ.update(
 for var in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
     os.environ[var] = os.path.join(_STATE, var.lower())
 os.environ.pop("WANDB_API_KEY", None)
+os.environ["WARPK_CACHE_DIR"] = os.path.join(_STATE, "warpk-cache")  # builds and results
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -32,8 +33,9 @@ DATA = REPO / "tests" / "data"
 
 def run_warpk(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`python -m warpk ARGS` from the repo root, as a user would type it."""
-    return subprocess.run([sys.executable, "-m", "warpk", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "warpk", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="session")

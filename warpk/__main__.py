@@ -59,11 +59,13 @@ def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunCon
     if run.hardware.name != "auto":
         return run
     if run.hardware != HardwareConfig():
-        raise ConfigError("hardware.* overrides need an explicit profile, "
-                          "e.g. hardware=h100 hardware.tdp_w=600")
+        raise ConfigError(
+            "hardware.* overrides need an explicit profile, e.g. hardware=h100 hardware.tdp_w=600"
+        )
     profile = profile_for(detect_gpu_names() if gpu_names is None else gpu_names)
-    node = OmegaConf.merge(OmegaConf.structured(HardwareConfig),
-                           OmegaConf.load(CONF_DIR / "hardware" / f"{profile}.yaml"))
+    node = OmegaConf.merge(
+        OmegaConf.structured(HardwareConfig), OmegaConf.load(CONF_DIR / "hardware" / f"{profile}.yaml")
+    )
     return dataclasses.replace(run, hardware=OmegaConf.to_object(node))
 
 
@@ -171,8 +173,9 @@ def main(cfg: DictConfig) -> dict:
     resolved = OmegaConf.structured(config)
     (run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(resolved))
     tags, group, name = _tags_and_group(config)
-    log.info("stage=%s model=%s hardware=%s -> %s", config.stage, config.model.name,
-             config.hardware.name, run_dir)
+    log.info(
+        "stage=%s model=%s hardware=%s -> %s", config.stage, config.model.name, config.hardware.name, run_dir
+    )
 
     from warpk.tracking import wandb_run
 

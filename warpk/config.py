@@ -157,13 +157,20 @@ class HardwareConfig(_Checked):
     cores: int | None = number(None, 1)  # CPU cores (cpu profile) the power model scales by
     clock_profiles: list[ClockProfile] = field(default_factory=list)
     min_energy_window_s: float | None = number(None, 0.0)
+    cuda_arch: str | None = None  # TORCH_CUDA_ARCH_LIST for CUDA builds, e.g. "9.0" on Hopper
     source: str = ""  # where the numbers come from
 
     def check(self) -> None:
         if self.name == "auto":
             return
-        required = ["peak_bf16_tflops", "peak_fp32_tflops", "mem_bandwidth_gb_s", "tdp_w",
-                    "idle_power_w", "min_energy_window_s"]
+        required = [
+            "peak_bf16_tflops",
+            "peak_fp32_tflops",
+            "mem_bandwidth_gb_s",
+            "tdp_w",
+            "idle_power_w",
+            "min_energy_window_s",
+        ]
         missing = [k for k in required if getattr(self, k) is None]
         if missing:
             raise ConfigError(f"hardware={self.name} lacks {', '.join(missing)}")
@@ -214,17 +221,24 @@ class LoggerConfig(_Checked):
 
 @dataclass
 class EvaluateConfig(_Checked):
-    """Protocol of the evaluate stage: correctness trials, timing, sandbox limits."""
+    """Protocol of the evaluator: correctness trials, timing, sandbox limits, caches."""
 
     KEY: ClassVar[str] = "evaluate"
     task_file: str | None = None  # evaluate these files instead of the `tasks` suite
     candidate_files: list[str] = field(default_factory=list)
-    correctness_trials: int = number(3, 1, 100)
+    candidates_dir: str | None = None  # tasks=kernelbench: DIR/<task name>/*.py or DIR/<task name>.py
+    correctness_trials: int = number(5, 1, 100)
     warmup_calls: int = number(3, 0, 1000)
-    timing_trials: int = number(15, 3, 10000)
-    min_trial_ms: float = number(1.0, 0.0, 10000.0)  # calls per trial grow until a trial lasts this long
+    timing_trials: int = number(20, 3, 10000)
+    input_sets: int = number(3, 1, 64)  # distinct input sets rotated through the timed calls
     num_threads: int = number(1, 1, 1024)  # torch CPU threads in the worker
-    timeout_s: float = number(180.0, 1.0, 86400.0)  # wall-clock limit of one candidate's worker
+    compile_timeout_s: float = number(600.0, 1.0, 86400.0)  # loading/building one candidate
+    run_timeout_s: float = number(300.0, 1.0, 86400.0)  # its correctness and timing
+    memory_limit_gb: float = number(32.0, 0.5, 4096.0)  # host RSS of one worker
+    compile_workers: int = number(0, 0, 512)  # parallel CUDA builds; 0 = min(free cores, RAM/8 GB)
+    gpus: list[int] = field(default_factory=list)  # measuring lanes; empty = every visible GPU
+    cache_dir: str | None = None  # builds and results; None = $WARPK_CACHE_DIR or ~/.cache/warpk
+    result_cache: bool = True  # reuse the record of an identical (task, candidate, hardware, protocol)
     tolerance_fp32: float = number(1e-4, 0.0, 1.0)  # atol = rtol for float32 outputs
     tolerance_low_precision: float = number(1e-2, 0.0, 1.0)  # atol = rtol for fp16 / bf16
 

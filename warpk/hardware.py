@@ -53,5 +53,7 @@ def profile_for(gpu_names: list[str]) -> str:
 def require_device(device: str, profile: str, gpu_names: list[str] | None = None) -> None:
     """Fail with what to do when a GPU profile is asked for on a machine without a GPU."""
     if device == "cuda" and not (detect_gpu_names() if gpu_names is None else gpu_names):
-        raise HardwareError(f"hardware={profile} needs an NVIDIA GPU and NVML finds none on this "
-                            "machine; use hardware=auto or hardware=cpu")
+        raise HardwareError(
+            f"hardware={profile} needs an NVIDIA GPU and NVML finds none on this "
+            "machine; use hardware=auto or hardware=cpu"
+        )

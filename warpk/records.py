@@ -58,6 +58,11 @@ class EvalRecord:
     ref_avg_power_w: float | None = None
     energy_source: str = "none"
     window_s: float | None = None  # length of the energy window (None when modelled)
+    backend: str | None = None  # cuda | triton | torch, from the candidate's source
+    flops: float | None = None  # of one reference call (torch's flop counter)
+    min_bytes: float | None = None  # inputs + outputs + parameters, each moved once
+    roofline_floor_ms: float | None = None  # shortest possible time on this hardware profile
+    cached: bool = False  # True when this record was reused from the result cache or the batch
     compile_s: float | None = None  # phase timings inside the worker
     correctness_s: float | None = None
     timing_s: float | None = None

@@ -81,25 +81,53 @@ def load_task_file(path: Path, source: str = "file", solutions: tuple[Path, ...]
         split=split,
         kind=kind,
         shapes=shapes,
-        solutions=tuple(sorted(solutions)),
+        solutions=tuple(solutions),
     )
 
 
-def load_suite(config: TasksConfig) -> list[Task]:
-    """The tasks selected by `tasks=...`, sorted by name, with their bundled solutions."""
+def _candidates(candidates_dir: Path, name: str) -> tuple[Path, ...]:
+    """Candidate files for task `name`: DIR/<name>/*.py, else DIR/<name>.py."""
+    folder = candidates_dir / name
+    if folder.is_dir():
+        return tuple(sorted(folder.glob("*.py")))
+    single = candidates_dir / f"{name}.py"
+    return (single,) if single.is_file() else ()
+
+
+def _order(path: Path) -> tuple[int, str]:
+    """Upstream files are named <number>_<Name>.py: sort 2 before 10."""
+    head = path.stem.split("_", 1)[0]
+    return (int(head) if head.isdigit() else 10**9, path.stem)
+
+
+def load_suite(config: TasksConfig, candidates_dir: str | None = None) -> list[Task]:
+    """The tasks selected by `tasks=...`, in order, each with its candidate files.
+
+    Args:
+        config: the `tasks` group.
+        candidates_dir: where candidates live (DIR/<task name>/*.py or DIR/<task name>.py);
+            None uses the bundled solutions (and finds none for upstream KernelBench).
+    """
     if config.source == "kernelbench":
-        raise TaskError(
-            "tasks=kernelbench is not available yet: loading an upstream checkout lands with the "
-            "evaluator issue (#3); use tasks=bundled or evaluate.task_file=..."
-        )
-    root = Path(config.root) if config.root else BUNDLED_ROOT
-    problems = sorted((root / "problems").glob("*.py"))
+        if not config.root:
+            raise TaskError(
+                "tasks=kernelbench needs tasks.root=PATH: the folder of an upstream "
+                "KernelBench checkout that holds level1/ level2/ level3/"
+            )
+        folder = Path(config.root) / f"level{config.level}"
+        source = f"kernelbench/L{config.level}"
+        default_candidates = None
+    else:
+        root = Path(config.root) if config.root else BUNDLED_ROOT
+        folder, source = root / "problems", "bundled"
+        default_candidates = root / "solutions"
+    if not folder.is_dir():
+        raise TaskError(f"no task folder {folder}")
+    problems = sorted(folder.glob("*.py"), key=_order)
     if not problems:
-        raise TaskError(f"no problem files in {root / 'problems'}")
-    tasks = [
-        load_task_file(p, "bundled", tuple((root / "solutions" / p.stem).glob("*.py")))
-        for p in problems
-    ]
+        raise TaskError(f"no problem files in {folder}")
+    where = Path(candidates_dir) if candidates_dir else default_candidates
+    tasks = [load_task_file(p, source, _candidates(where, p.stem) if where else ()) for p in problems]
     names = {t.name for t in tasks}
     unknown = sorted(set(config.subset) - names)
     if unknown:

@@ -27,8 +27,9 @@ _WANDB_DIRS = ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_A
 
 
 @contextmanager
-def wandb_run(logger: LoggerConfig, run_dir: Path, config: dict, tags: list[str],
-              group: str | None, name: str | None) -> Iterator[object]:
+def wandb_run(
+    logger: LoggerConfig, run_dir: Path, config: dict, tags: list[str], group: str | None, name: str | None
+) -> Iterator[object]:
     """A W&B run for the block (a no-op run when logger.mode is disabled); always finished."""
     run_dir.mkdir(parents=True, exist_ok=True)
     os.environ["WANDB_DIR"] = str(run_dir)
@@ -74,11 +75,11 @@ def _records(path: Path) -> Iterator[object]:
         if room < 7:  # block trailer too small for a header: skip to the next block
             pos += room
             continue
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if kind == 0:  # zero padding to the block end
             pos += room
             continue
-        chunk = data[pos + 7:pos + 7 + length]
+        chunk = data[pos + 7 : pos + 7 + length]
         if len(chunk) < length:
             break  # truncated tail of a run that did not finish
         if zlib.crc32(chunk, zlib.crc32(bytes([kind]))) != crc:
@@ -113,8 +114,7 @@ def read_offline_run(run_dir: str | Path) -> dict:
     )
     if len(files) != 1:
         raise FileNotFoundError(f"expected one offline W&B run under {run_dir}, found {len(files)}")
-    out: dict = {"config": {}, "history": [], "summary": {}, "tags": [], "group": None,
-                 "exit_code": None}
+    out: dict = {"config": {}, "history": [], "summary": {}, "tags": [], "group": None, "exit_code": None}
     for record in _records(Path(files[0])):
         kind = record.WhichOneof("record_type")
         if kind == "run":

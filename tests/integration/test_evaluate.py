@@ -8,6 +8,7 @@ import yaml
 
 from tests.conftest import DATA, REPO, run_warpk
 from warpk.config import TasksConfig
+from warpk.evaluator.static import candidate_backend
 from warpk.records import EvalRecord, summarize
 from warpk.tasks import load_suite
 from warpk.tracking import read_offline_run
@@ -24,7 +25,13 @@ def default_run(tmp_path_factory):
 
 def test_default_run_evaluates_every_bundled_solution(default_run):
     _, _, records = default_run
-    expected = [(t.task_id, p.name) for t in load_suite(TasksConfig()) for p in t.solutions]
+    expected = [
+        (t.task_id, p.name)
+        for t in load_suite(TasksConfig())
+        for p in t.solutions
+        if candidate_backend(p.read_text()) == "torch"
+    ]  # CUDA/Triton need a GPU
+    assert len(expected) >= 8
     assert [(r.task_id, r.candidate) for r in records] == expected
     assert all(r.status == "ok" for r in records), [(r.task_id, r.error) for r in records if r.error]
     assert {r.hardware for r in records} == {"cpu"} and {r.shape for r in records} == {"cpu"}
@@ -34,7 +41,7 @@ def test_speedup_is_the_ratio_of_the_recorded_times(default_run):
     for r in default_run[2]:
         assert r.speedup == pytest.approx(r.ref_runtime_ms / r.runtime_ms, rel=1e-12)
         assert r.runtime_iqr_ms is not None and r.runtime_iqr_ms >= 0
-        assert r.max_abs_err is not None and r.max_abs_err <= 1e-4
+        assert r.max_abs_err is not None and r.max_rel_err is not None and r.max_rel_err < 1e-2
 
 
 def test_cpu_energy_is_labelled_modelled_and_follows_the_power_model(default_run):
@@ -75,36 +82,56 @@ def test_wandb_offline_run_reads_back(default_run):
 
 
 def test_broken_candidates_each_get_a_status_and_a_reason(tmp_path):
-    names = ["softmax_wrong", "softmax_syntax_error", "softmax_no_modelnew", "softmax_raises",
-             "softmax_wrong_dtype", "softmax_exits", "softmax_hangs"]
+    names = [
+        "softmax_wrong",
+        "softmax_syntax_error",
+        "softmax_no_modelnew",
+        "softmax_raises",
+        "softmax_wrong_dtype",
+        "softmax_hangs",
+    ]
     good = REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py"
     files = [str(DATA / f"{n}.py") for n in names]
     files.insert(3, str(good))
-    result = run_warpk(f"hydra.run.dir={tmp_path}", "logger=disabled", "evaluate.timeout_s=20",
-                       f"evaluate.task_file={REPO / 'kernelbench' / 'problems' / '01_softmax.py'}",
-                       f"evaluate.candidate_files=[{','.join(files)}]")
+    result = run_warpk(
+        f"hydra.run.dir={tmp_path}",
+        "logger=disabled",
+        "evaluate.run_timeout_s=10",
+        f"evaluate.task_file={REPO / 'kernelbench' / 'problems' / '01_softmax.py'}",
+        f"evaluate.candidate_files=[{','.join(files)}]",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     records = [EvalRecord.from_json(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
-    assert [r.candidate for r in records] == [f.rsplit("/", 1)[1] for f in files]
+    assert [r.candidate for r in records] == [f.rsplit("/", 1)[1] for f in files]  # the given order
     verdicts = {r.candidate.removesuffix(".py"): (r.status, r.error) for r in records}
     assert verdicts["softmax_wrong"][0] == "incorrect" and "max abs err" in verdicts["softmax_wrong"][1]
-    assert verdicts["softmax_syntax_error"] == ("compile_error",
-                                                "SyntaxError: expected ':' (candidate line 6)")
+    assert verdicts["softmax_syntax_error"] == (
+        "compile_error",
+        "SyntaxError: expected ':' (candidate line 6)",
+    )
     assert verdicts["softmax_no_modelnew"] == ("static_reject", "no top-level class ModelNew")
     assert verdicts["torch_fused"] == ("ok", None)  # a good candidate between bad ones is unaffected
     assert verdicts["softmax_raises"][0] == "runtime_error" and "IndexError" in verdicts["softmax_raises"][1]
+    assert verdicts["softmax_raises"][1].endswith("(candidate line 8)")
     assert verdicts["softmax_wrong_dtype"] == (
-        "incorrect", "output 0 dtype torch.float64 != reference torch.float32")
-    assert verdicts["softmax_exits"][0] == "crashed" and "before reporting" in verdicts["softmax_exits"][1]
-    assert verdicts["softmax_hangs"][0] == "timeout"
+        "incorrect",
+        "trial 0: output 0 dtype torch.float64 != reference torch.float32",
+    )
+    assert verdicts["softmax_hangs"] == ("timeout", "the run phase exceeded its limit of 10 s; worker killed")
     for r in records:
         assert (r.speedup is None) == (r.status != "ok") and (r.energy_j is None) == (r.status != "ok")
-    assert json.loads((tmp_path / "summary.json").read_text())["correct_rate"] == pytest.approx(1 / 8)
+    assert json.loads((tmp_path / "summary.json").read_text())["correct_rate"] == pytest.approx(1 / 7)
 
 
 def test_sweep_jobs_share_a_wandb_group(tmp_path):
-    result = run_warpk("-m", "model=m1,m2", "tasks.subset=[01_softmax]", "evaluate.timing_trials=3",
-                       f"hydra.sweep.dir={tmp_path}")
+    result = run_warpk(
+        "-m",
+        "model=m1,m2",
+        "tasks.subset=[01_softmax]",
+        "evaluate.timing_trials=3",
+        "evaluate.result_cache=false",
+        f"hydra.sweep.dir={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     runs = [read_offline_run(tmp_path / str(i) / "wandb") for i in (0, 1)]
     assert runs[0]["group"] and runs[0]["group"] == runs[1]["group"]
@@ -113,3 +140,23 @@ def test_sweep_jobs_share_a_wandb_group(tmp_path):
     for i in (0, 1):
         summary = json.loads((tmp_path / str(i) / "summary.json").read_text())
         assert summary["n_candidates"] == 1 and not math.isnan(summary["geomean_speedup"])
+
+
+def test_upstream_kernelbench_layout_end_to_end(tmp_path):
+    data = REPO / "tests" / "data"
+    result = run_warpk(
+        f"hydra.run.dir={tmp_path}",
+        "logger=disabled",
+        "tasks=kernelbench",
+        f"tasks.root={data / 'kernelbench_upstream'}",
+        "tasks.level=1",
+        f"evaluate.candidates_dir={data / 'kernelbench_candidates'}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [EvalRecord.from_json(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    got = [(r.task_id, r.candidate, r.status, r.shape) for r in records]
+    assert got == [
+        ("kernelbench/L1/1_Vector_add", "1_Vector_add.py", "ok", "default"),
+        ("kernelbench/L1/10_Scale", "ignores_factor.py", "incorrect", "default"),
+        ("kernelbench/L1/10_Scale", "right.py", "ok", "default"),
+    ]

@@ -8,8 +8,10 @@ from warpk.__main__ import CONF_DIR, preflight, to_run_config
 from warpk.config import ConfigError
 from warpk.hardware import HardwareError, detect_gpu_names, profile_for
 
-GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
-          for g in ("model", "policy", "reward", "hardware", "sla", "tasks", "logger")}
+GROUPS = {
+    g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
+    for g in ("model", "policy", "reward", "hardware", "sla", "tasks", "logger")
+}
 
 
 def _compose(*overrides: str, gpu_names=()):
@@ -48,8 +50,10 @@ def test_default_is_the_cpu_evaluate_job():
     assert run.hardware.name == "cpu" and run.hardware.device == "cpu"
 
 
-@pytest.mark.parametrize("arm,reward,blend", [("m1", "kernel", 0.0), ("m2", "energy", 0.0),
-                                              ("m3", "ipw_blend", 0.25), ("m4", "hrl", 0.0)])
+@pytest.mark.parametrize(
+    "arm,reward,blend",
+    [("m1", "kernel", 0.0), ("m2", "energy", 0.0), ("m3", "ipw_blend", 0.25), ("m4", "hrl", 0.0)],
+)
 def test_arm_presets_pick_their_reward(arm, reward, blend):
     run = _compose(f"model={arm}")
     assert (run.reward.name, run.reward.ipw_blend) == (reward, blend)
@@ -61,8 +65,9 @@ def test_override_on_top_of_an_arm_preset():
     assert _compose("model=m2", "reward=kernel").reward.beta_energy == 0.0
 
 
-@pytest.mark.parametrize("gpus,profile", [(["NVIDIA H200"], "h200"), (["NVIDIA H100 80GB HBM3"], "h100"),
-                                          ([], "cpu")])
+@pytest.mark.parametrize(
+    "gpus,profile", [(["NVIDIA H200"], "h200"), (["NVIDIA H100 80GB HBM3"], "h100"), ([], "cpu")]
+)
 def test_hardware_auto_follows_the_gpu(gpus, profile):
     run = _compose(gpu_names=gpus)
     assert run.hardware.name == profile
@@ -104,16 +109,24 @@ def test_detect_gpu_names_with_a_fake_nvml():
     assert detect_gpu_names(FakeNvml([], fail=True)) == []
 
 
-@pytest.mark.parametrize("override,expected", [
-    ("model=m9", "model=m9 is not an option; allowed: m0, m1, m2, m3, m4, m5"),
-    ("reward.ipw_blend=abc", "reward.ipw_blend='abc' is not allowed; allowed: a number in [0, 1]"),
-    ("reward.ipw_blend=-1", "reward.ipw_blend=-1.0 is not allowed; allowed: a number in [0, 1]"),
-    ("sla=nope", "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput"),
-    ("tasks.split=test", "tasks.split='test' is not allowed; allowed: one of train, heldout, all"),
-    ("stage=serve", "stage='serve' is not allowed; allowed: one of evaluate, train, runtime, hrl, report"),
-    ("evaluate.timing_trials=2",
-     "evaluate.timing_trials=2 is not allowed; allowed: an integer in [3, 10000]"),
-])
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        ("model=m9", "model=m9 is not an option; allowed: m0, m1, m2, m3, m4, m5"),
+        ("reward.ipw_blend=abc", "reward.ipw_blend='abc' is not allowed; allowed: a number in [0, 1]"),
+        ("reward.ipw_blend=-1", "reward.ipw_blend=-1.0 is not allowed; allowed: a number in [0, 1]"),
+        ("sla=nope", "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput"),
+        ("tasks.split=test", "tasks.split='test' is not allowed; allowed: one of train, heldout, all"),
+        (
+            "stage=serve",
+            "stage='serve' is not allowed; allowed: one of evaluate, train, runtime, hrl, report",
+        ),
+        (
+            "evaluate.timing_trials=2",
+            "evaluate.timing_trials=2 is not allowed; allowed: an integer in [3, 10000]",
+        ),
+    ],
+)
 def test_bad_override_names_key_and_allowed_values(override, expected):
     assert preflight([override], gpu_names=[]) == expected
 
@@ -160,8 +173,12 @@ def test_cli_cfg_job_shows_the_composed_override():
 def test_cli_help_explains_groups_and_examples():
     result = run_warpk("--help")
     assert result.returncode == 0
-    for text in ("model: m0, m1, m2, m3, m4, m5", "sla: latency_sensitive, mixed, throughput",
-                 "python -m warpk -m model=m1,m2,m3 seed=11,22,33", "hydra/launcher"):
+    for text in (
+        "model: m0, m1, m2, m3, m4, m5",
+        "sla: latency_sensitive, mixed, throughput",
+        "python -m warpk -m model=m1,m2,m3 seed=11,22,33",
+        "hydra/launcher",
+    ):
         assert text in result.stdout, text
 
 

@@ -33,7 +33,11 @@ def test_hydra_and_omegaconf_stop_at_the_front_door():
 
 def test_evaluator_never_imports_training_or_logging_libraries():
     heavy = {"trl", "peft", "wandb", "transformers", "hydra", "omegaconf", "datasets"}
-    light = [*(PACKAGE / "evaluator").rglob("*.py"), PACKAGE / "records.py", PACKAGE / "tasks.py",
-             *(PACKAGE / "telemetry").rglob("*.py")]
+    light = [
+        *(PACKAGE / "evaluator").rglob("*.py"),
+        PACKAGE / "records.py",
+        PACKAGE / "tasks.py",
+        *(PACKAGE / "telemetry").rglob("*.py"),
+    ]
     offenders = [f"{p.name}: {sorted(_imports(p) & heavy)}" for p in light if _imports(p) & heavy]
     assert not offenders

@@ -9,16 +9,30 @@ from warpk.records import EvalRecord, summarize
 
 def _rec(task, status, speedup=None, energy=None, ref_energy=None):
     runtime = None if speedup is None else 1.0
-    return EvalRecord(task_id=task, candidate="c.py", candidate_sha="x", status=status,
-                      error=None if status == "ok" else "why", runtime_ms=runtime,
-                      ref_runtime_ms=None if speedup is None else speedup, speedup=speedup,
-                      energy_j=energy, ref_energy_j=ref_energy,
-                      energy_source="model" if energy else "none")
+    return EvalRecord(
+        task_id=task,
+        candidate="c.py",
+        candidate_sha="x",
+        status=status,
+        error=None if status == "ok" else "why",
+        runtime_ms=runtime,
+        ref_runtime_ms=None if speedup is None else speedup,
+        speedup=speedup,
+        energy_j=energy,
+        ref_energy_j=ref_energy,
+        energy_source="model" if energy else "none",
+    )
 
 
 def test_summary_rates_geomean_and_fast_1():
-    records = [_rec("a", "ok", 2.0, 1.0, 2.0), _rec("a", "ok", 0.5, 4.0, 2.0), _rec("b", "ok", 4.0),
-               _rec("b", "incorrect"), _rec("c", "compile_error"), _rec("c", "crashed")]
+    records = [
+        _rec("a", "ok", 2.0, 1.0, 2.0),
+        _rec("a", "ok", 0.5, 4.0, 2.0),
+        _rec("b", "ok", 4.0),
+        _rec("b", "incorrect"),
+        _rec("c", "compile_error"),
+        _rec("c", "crashed"),
+    ]
     s = summarize(records)
     assert s["n_candidates"] == 6 and s["n_tasks"] == 3
     assert s["compile_rate"] == pytest.approx(4 / 6)  # ok x3 and incorrect loaded; a crash proves nothing

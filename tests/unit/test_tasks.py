@@ -39,12 +39,37 @@ def test_task_file_must_define_the_interface(tmp_path):
     with pytest.raises(TaskError, match="lacks get_init_inputs, get_inputs"):
         load_task_file(bad)
     meta = tmp_path / "meta.py"
-    meta.write_text("SHAPES = {'cpu': {'n': 2 ** 4}}\nclass Model: pass\n"
-                    "def get_inputs(): pass\ndef get_init_inputs(): pass\n")
+    meta.write_text(
+        "SHAPES = {'cpu': {'n': 2 ** 4}}\nclass Model: pass\n"
+        "def get_inputs(): pass\ndef get_init_inputs(): pass\n"
+    )
     with pytest.raises(TaskError, match="plain literal"):
         load_task_file(meta)
 
 
-def test_upstream_kernelbench_is_refused_with_a_reason():
-    with pytest.raises(TaskError, match="not available yet.*#3"):
-        load_suite(TasksConfig(source="kernelbench", root="/nowhere", level=1))
+UPSTREAM = BUNDLED_ROOT.parent / "tests" / "data" / "kernelbench_upstream"
+CANDIDATES = BUNDLED_ROOT.parent / "tests" / "data" / "kernelbench_candidates"
+
+
+def test_upstream_kernelbench_levels_load_in_numeric_order():
+    level1 = load_suite(TasksConfig(source="kernelbench", root=str(UPSTREAM), level=1), str(CANDIDATES))
+    assert [t.task_id for t in level1] == [
+        "kernelbench/L1/1_Vector_add",
+        "kernelbench/L1/2_Row_sum",
+        "kernelbench/L1/10_Scale",
+    ]
+    solutions = {t.name: [p.name for p in t.solutions] for t in level1}
+    assert solutions == {
+        "1_Vector_add": ["1_Vector_add.py"],
+        "2_Row_sum": [],
+        "10_Scale": ["ignores_factor.py", "right.py"],
+    }
+    level2 = load_suite(TasksConfig(source="kernelbench", root=str(UPSTREAM), level=2))
+    assert [t.name for t in level2] == ["1_Matmul_relu"] and level2[0].shapes == {}
+
+
+def test_upstream_kernelbench_needs_a_root_that_exists():
+    with pytest.raises(TaskError, match="needs tasks.root=PATH"):
+        load_suite(TasksConfig(source="kernelbench", level=1))
+    with pytest.raises(TaskError, match="no task folder /nowhere/level3"):
+        load_suite(TasksConfig(source="kernelbench", root="/nowhere", level=3))

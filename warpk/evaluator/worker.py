@@ -1,28 +1,32 @@
 """The child process that evaluates one candidate against its task's reference.
 
 Run as `python -m warpk.evaluator.worker REQUEST.json RESULT.json` by warpk.evaluator.sandbox,
-in a fresh process: a candidate that crashes, hangs or calls os._exit takes only this process
-down, and the parent records why. The result file is written only at the end, so a missing
-result always means the worker died.
+in a fresh process (see its threat model). The result file is written only at the end, so a
+missing result always means the worker died. The worker writes its current phase ("compile",
+"run") to ./phase so the parent can apply separate compile and run time limits.
 
-Steps and the status each can yield:
-  1. parse the candidate and find `ModelNew`        -> compile_error / static_reject
-  2. execute the candidate module (imports, builds)  -> compile_error
-  3. build Model and ModelNew from the same seed     -> runtime_error
-  4. correctness: fresh seeded inputs per trial, outputs compared with per-dtype tolerances;
-     shape or dtype mismatch, NaN or non-tensor output -> incorrect; an exception -> runtime_error
-  5. timing: warmup, then trials alternating reference and candidate in a seeded random order;
-     each trial times enough back-to-back calls to last `min_trial_ms`; median and IQR per call.
-
-Non-goals: hack resistance (static checks, poisoned outputs, L2 flushes, CUDA events) lands with
-the evaluator issue (#3); this worker times with a device synchronize around perf_counter.
+Modes: "compile" only loads the candidate (builds its CUDA extension into the shared build
+cache, with the GPU hidden); "measure" does everything:
+  1. load the candidate under the build lock                     -> compile_error
+  2. build Model and ModelNew from the same seed                 -> runtime_error
+  3. correctness (warpk.evaluator.checks): fresh seeded inputs per trial, reference and
+     candidate order alternating, inputs cloned and checked unmodified, outputs poisoned
+     and checked written, exact tensor type/device/shape/dtype, per-dtype tolerances, NaN
+     never passes, a determinism re-run, other declared shapes on GPU -> incorrect
+  4. FLOPs (torch's flop counter on the reference) and minimum bytes moved, for the parent's
+     roofline plausibility check
+  5. timing: rotating fresh input copies, L2 flushed before every timed call on GPU, CUDA
+     events around a device-wide synchronize (perf_counter on CPU), reference and candidate
+     interleaved in a seeded random order, every timed candidate output verified.
+A CUDA fault (illegal address, device-side assert) is reported as `crashed`.
 """
 
 from __future__ import annotations
 
-import ast
+import fcntl
+import importlib.util
 import json
-import math
+import os
 import random
 import statistics
 import sys
@@ -31,78 +35,106 @@ import traceback
 import types
 from pathlib import Path
 
+from warpk.evaluator.checks import Verdict, check_correct, clone_inputs, poison_like, same_inputs
 
-class Verdict(Exception):
-    """Stops the evaluation with a non-ok status and a one-line reason."""
-
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100 50 MB, H200 60 MB)
+CANDIDATE_FILE = "candidate.py"  # written into the worker's temp working dir
+TASK_FILE = "task.py"
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
     """`Type: message` of an exception plus the candidate line it came from, on one line."""
     where = ""
     for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        if frame.filename.startswith("<candidate"):
+        if frame.filename.endswith(CANDIDATE_FILE):
             where = f" (candidate line {frame.lineno})"
             break
-    text = f"{type(err).__name__}: {err}".replace("\n", " ").strip()
-    return (text[:400] + where) if len(text) > 400 else text + where
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return (text[:400] if len(text) > 400 else text) + where
+
+
+def _is_cuda_fault(err: BaseException) -> bool:
+    text = str(err)
+    return (
+        type(err).__name__ == "AcceleratorError"
+        or "CUDA error" in text
+        or "illegal memory access" in text
+        or "device-side assert" in text
+    )
+
+
+def _fail(err: BaseException, what: str) -> Verdict:
+    if _is_cuda_fault(err):
+        return Verdict("crashed", f"CUDA fault {what}: {one_line(err)}")
+    return Verdict("runtime_error", f"{what} raised {one_line(err)}")
+
+
+def _phase(name: str) -> None:
+    Path("phase").write_text(f"{name} {time.time()}")
 
 
 def _load_module(source: str, filename: str, name: str) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__file__ = filename
-    sys.modules[name] = module  # some code (dataclasses, pickling) looks modules up by name
-    exec(compile(source, filename, "exec"), module.__dict__)
+    """Import `source` as module `name` from a real file in the working dir: triton.jit reads
+    its kernels' source with inspect, which needs a file."""
+    path = Path(filename).resolve()
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and triton look modules up by name
+    spec.loader.exec_module(module)
     return module
 
 
-def _flatten(out) -> list:
-    return list(out) if isinstance(out, list | tuple) else [out]
+def load_candidate(request: dict) -> types.ModuleType:
+    """Execute the candidate module, holding the per-source build lock (load_inline builds)."""
+    build_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not build_dir:
+        try:
+            return _load_module(request["candidate_source"], CANDIDATE_FILE, "warpk_candidate")
+        except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
+            raise Verdict("compile_error", one_line(err)) from err
+    Path(build_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(build_dir) / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        try:
+            return _load_module(request["candidate_source"], CANDIDATE_FILE, "warpk_candidate")
+        except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
+            raise Verdict("compile_error", one_line(err)) from err
 
 
-def _compare(torch, ref_out, new_out, protocol: dict) -> tuple[float, float]:
-    """Max abs and normalised errors; raises Verdict('incorrect') on any mismatch."""
-    refs, news = _flatten(ref_out), _flatten(new_out)
-    if len(refs) != len(news):
-        raise Verdict("incorrect", f"returned {len(news)} outputs, reference returns {len(refs)}")
-    worst_abs = worst_rel = 0.0
-    for i, (r, n) in enumerate(zip(refs, news, strict=True)):
-        if not isinstance(n, torch.Tensor):
-            raise Verdict("incorrect", f"output {i} is {type(n).__name__}, not a tensor")
-        if n.shape != r.shape:
-            raise Verdict("incorrect", f"output {i} shape {tuple(n.shape)} != reference {tuple(r.shape)}")
-        if n.dtype != r.dtype:
-            raise Verdict("incorrect", f"output {i} dtype {n.dtype} != reference {r.dtype}")
-        low = r.dtype in (torch.float16, torch.bfloat16)
-        tol = protocol["tolerance_low_precision"] if low else protocol["tolerance_fp32"]
-        r64, n64 = r.detach().double().cpu(), n.detach().double().cpu()
-        if torch.isnan(n64).any():
-            raise Verdict("incorrect", f"output {i} contains NaN")
-        if not torch.equal(torch.isinf(n64), torch.isinf(r64)):
-            raise Verdict("incorrect", f"output {i} has inf where the reference does not")
-        diff = (n64 - r64).abs()
-        abs_err = float(diff.max()) if diff.numel() else 0.0
-        rel_err = abs_err / max(float(r64.abs().max()) if r64.numel() else 0.0, 1e-12)
-        worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
-        if not torch.allclose(n64, r64, atol=tol, rtol=tol):
-            raise Verdict(
-                "incorrect", f"output {i} differs: max abs err {abs_err:.3g} > tolerance {tol:g}"
-            )
-    return worst_abs, worst_rel
+class Device:
+    """CPU or CUDA: synchronisation, timers and the L2 flush."""
 
+    def __init__(self, torch, kind: str):
+        self.torch = torch
+        self.device = torch.device("cuda:0" if kind == "cuda" else "cpu")
+        self.cuda = kind == "cuda"
+        if self.cuda and not torch.cuda.is_available():
+            raise Verdict("runtime_error", "device=cuda requested but torch sees no CUDA device")
+        self.name = torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
+        self.flush_buffer = (
+            torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self.device) if self.cuda else None
+        )
 
-def _timed(torch, fn, inputs, calls: int, sync) -> float:
-    """Milliseconds per call over `calls` back-to-back calls."""
-    sync()
-    start = time.perf_counter_ns()
-    for _ in range(calls):
-        fn(*inputs)
-    sync()
-    return (time.perf_counter_ns() - start) / 1e6 / calls
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def timed_call(self, fn, inputs) -> tuple[float, object]:
+        """(milliseconds, output) of one call; on GPU the L2 is flushed first."""
+        if not self.cuda:
+            start = time.perf_counter_ns()
+            out = fn(*inputs)
+            return (time.perf_counter_ns() - start) / 1e6, out
+        self.flush_buffer.zero_()
+        start, end = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        self.torch.cuda.synchronize()
+        start.record()
+        out = fn(*inputs)
+        self.torch.cuda.synchronize()  # device-wide: work on any stream is inside the window
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end), out
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
@@ -110,49 +142,7 @@ def _median_iqr(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), q3 - q1
 
 
-def evaluate(request: dict) -> dict:
-    """Evaluate one candidate; returns the result dict (see module docstring)."""
-    result: dict = {"status": "ok", "error": None}
-    protocol = request["protocol"]
-    phase_start = time.perf_counter()
-
-    try:
-        tree = ast.parse(request["candidate_source"], filename="<candidate>")
-    except SyntaxError as err:
-        raise Verdict("compile_error", f"SyntaxError: {err.msg} (candidate line {err.lineno})") from err
-    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
-        raise Verdict("static_reject", "no top-level class ModelNew")
-
-    import torch
-
-    torch.set_num_threads(protocol["num_threads"])
-    device = torch.device(request["device"])
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise Verdict("runtime_error", "device=cuda requested but torch sees no CUDA device")
-        result["device"] = torch.cuda.get_device_name(device)
-
-        def sync():
-            torch.cuda.synchronize(device)
-    else:
-        result["device"] = "cpu"
-
-        def sync():
-            return None
-
-    try:
-        candidate = _load_module(request["candidate_source"], "<candidate>", "warpk_candidate")
-    except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
-        raise Verdict("compile_error", _one_line(err)) from err
-    if not isinstance(getattr(candidate, "ModelNew", None), type):
-        raise Verdict("static_reject", "ModelNew is not a class after loading the module")
-    task = _load_module(request["task_source"], request["task_path"], "warpk_task")
-    for key, value in request["shape_overrides"].items():
-        setattr(task, key, value)
-    result["compile_s"] = time.perf_counter() - phase_start
-
-    phase_start = time.perf_counter()
-    seed = request["seed"]
+def _build(torch, task, candidate, seed: int, device) -> tuple[object, object]:
     init_inputs = task.get_init_inputs()
     torch.manual_seed(seed)
     reference = task.Model(*init_inputs).to(device).eval()
@@ -160,58 +150,172 @@ def evaluate(request: dict) -> dict:
         torch.manual_seed(seed)
         model_new = candidate.ModelNew(*init_inputs).to(device).eval()
     except Exception as err:  # noqa: BLE001
-        raise Verdict("runtime_error", f"ModelNew(...) raised {_one_line(err)}") from err
+        raise _fail(err, "ModelNew(...)") from err
+    return reference, model_new
 
+
+def _inputs(torch, task, seed: int, device) -> list:
+    torch.manual_seed(seed)
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+
+
+def _call(fn, inputs, what: str):
+    try:
+        return fn(*inputs)
+    except Exception as err:  # noqa: BLE001
+        raise _fail(err, what) from err
+
+
+def correctness(torch, dev: Device, task, reference, model_new, protocol: dict, seed: int) -> tuple:
+    """Runs the correctness trials; returns (max_abs_err, max_rel_err, last inputs)."""
     worst_abs = worst_rel = 0.0
-    with torch.no_grad():
-        for trial in range(protocol["correctness_trials"]):
-            torch.manual_seed(seed * 1000 + trial + 1)
-            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
-            ref_out = reference(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-            try:
-                new_out = model_new(*inputs)
-            except Exception as err:  # noqa: BLE001
-                raise Verdict("runtime_error", f"forward raised {_one_line(err)}") from err
-            sync()
-            abs_err, rel_err = _compare(torch, ref_out, new_out, protocol)
-            worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
-    result["max_abs_err"], result["max_rel_err"] = worst_abs, worst_rel
-    result["correctness_s"] = time.perf_counter() - phase_start
+    inputs, template = [], None
+    for trial in range(protocol["correctness_trials"]):
+        inputs = _inputs(torch, task, seed * 1000 + trial + 1, dev.device)
+        ref_in, new_in = clone_inputs(torch, inputs), clone_inputs(torch, inputs)
+        pristine = clone_inputs(torch, inputs)
+        candidate_first = trial % 2 == 1  # alternate, so reuse of the reference's freed memory cannot pass
+        if not candidate_first:
+            ref_out = template = reference(*ref_in)
+            dev.sync()
+        poison_like(torch, template)  # an output the candidate never writes reads as NaN
+        new_out = _call(model_new, new_in, "forward")
+        dev.sync()
+        if candidate_first:
+            ref_out = reference(*ref_in)
+            dev.sync()
+        if not same_inputs(torch, new_in, pristine):
+            raise Verdict("incorrect", "the candidate modified its inputs in place")
+        abs_err, rel_err = check_correct(torch, ref_out, new_out, protocol, f"trial {trial}")
+        worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
+        if trial == 0:  # determinism: the same inputs again, over poisoned memory
+            poison_like(torch, template)
+            again = _call(model_new, clone_inputs(torch, pristine), "forward")
+            dev.sync()
+            check_correct(torch, new_out, again, protocol, "a repeated call (non-deterministic output)")
+    return worst_abs, worst_rel, inputs
 
-    phase_start = time.perf_counter()
+
+def apply_shape(task, request: dict, shape: str) -> None:
+    """Set the task's module constants to `shape`: the file's own values, then its overrides."""
+    for key, value in request["file_constants"].items():
+        setattr(task, key, value)
+    for key, value in request["shapes"].get(shape, {}).items():
+        setattr(task, key, value)
+
+
+def other_shapes(torch, dev: Device, task, candidate, request: dict) -> None:
+    """On GPU, one correctness trial at every other declared shape: catches shape-specialised code."""
+    if not dev.cuda:
+        return
+    for name in request["shapes"]:
+        if name == request["shape"]:
+            continue
+        apply_shape(task, request, name)
+        reference, model_new = _build(torch, task, candidate, request["seed"], dev.device)
+        inputs = _inputs(torch, task, request["seed"] + 7, dev.device)
+        ref_out = reference(*clone_inputs(torch, inputs))
+        new_out = _call(model_new, inputs, f"forward at the {name} shape")
+        dev.sync()
+        check_correct(torch, ref_out, new_out, request["protocol"], f"the {name} shape")
+        del reference, model_new, inputs, ref_out, new_out
+    apply_shape(task, request, request["shape"])
+
+
+def work_estimate(torch, reference, inputs) -> tuple[float, float]:
+    """(FLOPs, minimum bytes moved) of one reference call: torch's flop counter; inputs,
+    outputs and parameters each read or written once."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        out = reference(*clone_inputs(torch, inputs))
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    tensors += [o for o in (out if isinstance(out, list | tuple) else [out]) if isinstance(o, torch.Tensor)]
+    tensors += list(reference.parameters()) + list(reference.buffers())
+    return float(counter.get_total_flops()), float(sum(t.numel() * t.element_size() for t in tensors))
+
+
+def timing(torch, dev: Device, task, reference, model_new, protocol: dict, seed: int) -> dict:
+    """Interleaved timing with rotating fresh inputs; every timed candidate output is verified."""
+    sets = [_inputs(torch, task, seed * 1000 + 500 + k, dev.device) for k in range(protocol["input_sets"])]
+    expected = [reference(*clone_inputs(torch, s)) for s in sets]
+    for _ in range(protocol["warmup_calls"]):
+        reference(*clone_inputs(torch, sets[0]))
+        model_new(*clone_inputs(torch, sets[0]))
+    dev.sync()
+    order = random.Random(seed)
+    times: dict[str, list[float]] = {"ref": [], "new": []}
+    for trial in range(protocol["timing_trials"]):
+        k = trial % len(sets)
+        pair = [("ref", reference), ("new", model_new)]
+        order.shuffle(pair)
+        for name, fn in pair:
+            inputs = clone_inputs(torch, sets[k])  # fresh buffers: caching by pointer cannot help
+            ms, out = dev.timed_call(fn, inputs)
+            times[name].append(ms)
+            if name == "new":
+                check_correct(torch, expected[k], out, protocol, f"timed call {trial} (cached result?)")
+    new_ms, new_iqr = _median_iqr(times["new"])
+    ref_ms, ref_iqr = _median_iqr(times["ref"])
+    return {
+        "runtime_ms": new_ms,
+        "runtime_iqr_ms": new_iqr,
+        "ref_runtime_ms": ref_ms,
+        "ref_runtime_iqr_ms": ref_iqr,
+    }
+
+
+def evaluate(request: dict) -> dict:
+    """Evaluate one candidate; returns the result dict (see module docstring)."""
+    protocol = request["protocol"]
+    result: dict = {"status": "ok", "error": None}
+    start = time.perf_counter()
+    _phase("compile")
+    import torch
+
+    torch.set_num_threads(protocol["num_threads"])
+    candidate = load_candidate(request)
+    if not isinstance(getattr(candidate, "ModelNew", None), type):
+        raise Verdict("static_reject", "ModelNew is not a class after loading the module")
+    result["compile_s"] = time.perf_counter() - start
+    if request["mode"] == "compile":
+        return result
+
+    _phase("run")
+    dev = Device(torch, request["device"])
+    result["device"] = dev.name
+    task = _load_module(request["task_source"], TASK_FILE, "warpk_task")
+    keys = {k for overrides in request["shapes"].values() for k in overrides}
+    request["file_constants"] = {k: getattr(task, k) for k in keys if hasattr(task, k)}
+    apply_shape(task, request, request["shape"])
+    start = time.perf_counter()
     with torch.no_grad():
-        for _ in range(protocol["warmup_calls"]):
-            reference(*inputs)
-            model_new(*inputs)
-        probe = {"ref": _timed(torch, reference, inputs, 1, sync),
-                 "new": _timed(torch, model_new, inputs, 1, sync)}
-        calls = {k: max(1, math.ceil(protocol["min_trial_ms"] / max(v, 1e-6))) for k, v in probe.items()}
-        order = random.Random(seed)
-        times: dict[str, list[float]] = {"ref": [], "new": []}
-        for _ in range(protocol["timing_trials"]):
-            pair = [("ref", reference), ("new", model_new)]
-            order.shuffle(pair)
-            for name, fn in pair:
-                times[name].append(_timed(torch, fn, inputs, calls[name], sync))
-    result["runtime_ms"], result["runtime_iqr_ms"] = _median_iqr(times["new"])
-    result["ref_runtime_ms"], result["ref_runtime_iqr_ms"] = _median_iqr(times["ref"])
-    result["calls_per_trial"] = calls["new"]
-    result["timing_s"] = time.perf_counter() - phase_start
+        reference, model_new = _build(torch, task, candidate, request["seed"], dev.device)
+        abs_err, rel_err, inputs = correctness(
+            torch, dev, task, reference, model_new, protocol, request["seed"]
+        )
+        result["max_abs_err"], result["max_rel_err"] = abs_err, rel_err
+        result["flops"], result["min_bytes"] = work_estimate(torch, reference, inputs)
+        other_shapes(torch, dev, task, candidate, request)
+        result["correctness_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        result.update(timing(torch, dev, task, reference, model_new, protocol, request["seed"]))
+    result["timing_s"] = time.perf_counter() - start
     return result
 
 
 def main(argv: list[str]) -> int:
-    request_path, result_path = Path(argv[1]), Path(argv[2])
-    request = json.loads(request_path.read_text())
+    request = json.loads(Path(argv[1]).read_text())
     try:
         result = evaluate(request)
     except Verdict as verdict:
         result = {"status": verdict.status, "error": verdict.reason}
-    except Exception as err:  # noqa: BLE001 - the task itself failed: say so, don't blame the candidate
-        result = {"status": "runtime_error", "error": f"evaluation failed: {_one_line(err)}"}
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(result_path)
+    except Exception as err:  # noqa: BLE001 - the harness or the task failed: say so
+        status = "crashed" if _is_cuda_fault(err) else "runtime_error"
+        result = {"status": status, "error": f"evaluation failed: {one_line(err)}"}
+    out = Path(argv[2])
+    out.with_suffix(".tmp").write_text(json.dumps(result))
+    out.with_suffix(".tmp").replace(out)
     return 0
 
 

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from warpk.config import RunConfig
 from warpk.evaluator import EvalItem, Evaluator
+from warpk.evaluator.static import candidate_backend
 from warpk.records import EvalRecord, summarize
 from warpk.tasks import TaskError, load_suite, load_task_file
 
@@ -37,11 +38,29 @@ def collect_items(config: RunConfig) -> list[EvalItem]:
         if missing:
             raise TaskError(f"evaluate.candidate_files: no such file(s): {', '.join(missing)}")
         return [EvalItem(task, p.read_text(), p.name) for p in paths]
-    tasks = load_suite(config.tasks)
+    tasks = load_suite(config.tasks, ev.candidates_dir)
     if not tasks:
-        raise TaskError(f"no tasks selected (tasks.split={config.tasks.split}, "
-                        f"tasks.subset={config.tasks.subset})")
-    return [EvalItem(t, p.read_text(), p.name) for t in tasks for p in t.solutions]
+        raise TaskError(
+            f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
+        )
+    items = [EvalItem(t, p.read_text(), p.name) for t in tasks for p in t.solutions]
+    if not items:
+        raise TaskError(
+            "the selected tasks have no candidates"
+            + ("" if ev.candidates_dir else "; give evaluate.candidates_dir=DIR")
+        )
+    return items
+
+
+def runnable(items: list[EvalItem], device: str) -> tuple[list[EvalItem], list[EvalItem]]:
+    """(items this device can run, items it cannot): CUDA and Triton candidates need a GPU."""
+    if device == "cuda":
+        return items, []
+    keep = [i for i in items if candidate_backend(i.candidate_source) == "torch"]
+    return keep, [i for i in items if candidate_backend(i.candidate_source) != "torch"]
+
+
+LOGGED = ("speedup", "runtime_ms", "ref_runtime_ms", "energy_j", "ref_energy_j")
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -53,22 +72,41 @@ def results_table(records: list[EvalRecord], hardware: str) -> Table:
     sources = sorted({r.energy_source for r in records if r.energy_j is not None})
     table = Table(title=f"WARP-K evaluation: {len(records)} candidates on hardware={hardware}")
     if sources == ["model"]:
-        table.caption = (f"* energy is MODELLED from the hardware={hardware} power model "
-                         "(power x measured runtime), not measured")
+        table.caption = (
+            f"* energy is MODELLED from the hardware={hardware} power model "
+            "(power x measured runtime), not measured"
+        )
     elif sources:
         table.caption = f"* energy source: {', '.join(sources)}"
-    for col in ("task", "candidate", "status", "ref ms", "cand ms", "speedup", "mJ/call*",
-                "max abs err", "reason"):
-        table.add_column(col, justify="left" if col in ("task", "candidate", "status", "reason")
-                         else "right", overflow="fold")
+    for col in (
+        "task",
+        "candidate",
+        "status",
+        "ref ms",
+        "cand ms",
+        "speedup",
+        "mJ/call*",
+        "max abs err",
+        "reason",
+    ):
+        table.add_column(
+            col,
+            justify="left" if col in ("task", "candidate", "status", "reason") else "right",
+            overflow="fold",
+        )
     for r in records:
         colour = "green" if r.status == "ok" else "red"
         energy = None if r.energy_j is None else r.energy_j * 1000
         table.add_row(
-            r.task_id.split("/", 1)[-1], r.candidate.removesuffix(".py"),
-            f"[{colour}]{r.status}[/{colour}]", _fmt(r.ref_runtime_ms, ".3f"),
-            _fmt(r.runtime_ms, ".3f"), _fmt(r.speedup, ".2f"), _fmt(energy, ".2f"),
-            _fmt(r.max_abs_err, ".1e"), (r.error or "")[:160],
+            r.task_id.split("/", 1)[-1],
+            r.candidate.removesuffix(".py"),
+            f"[{colour}]{r.status}[/{colour}]" + (" (cached)" if r.cached else ""),
+            _fmt(r.ref_runtime_ms, ".3f"),
+            _fmt(r.runtime_ms, ".3f"),
+            _fmt(r.speedup, ".2f"),
+            _fmt(energy, ".2f"),
+            _fmt(r.max_abs_err, ".1e"),
+            (r.error or "")[:200],
         )
     return table
 
@@ -83,34 +121,56 @@ def summary_table(summary: dict) -> Table:
 
 def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Evaluate, write `records.jsonl` under `run_dir`, print tables; returns the summary."""
-    items = collect_items(config)
-    evaluator = Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
     console = Console(width=None if Console().is_terminal else 160)
+    items, skipped = runnable(collect_items(config), config.hardware.device)
+    if skipped:
+        console.print(
+            f"[yellow]skipped {len(skipped)} CUDA/Triton candidates: hardware="
+            f"{config.hardware.name} has no GPU to run them[/yellow]"
+        )
+    evaluator = Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
     records: list[EvalRecord] = []
     records_path = run_dir / "records.jsonl"
-    with records_path.open("w") as sink, Progress(
-        TextColumn("[bold]evaluate[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=True,
-    ) as progress:
+    with (
+        records_path.open("w") as sink,
+        Progress(
+            TextColumn("[bold]evaluate[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+    ):
         bar = progress.add_task("", total=len(items))
 
-        def on_record(record: EvalRecord) -> None:
-            sink.write(record.to_json() + "\n")
-            sink.flush()
-            records.append(record)
-            log({"eval/index": len(records) - 1, "eval/ok": float(record.status == "ok"),
-                 **{f"eval/{k}": getattr(record, k) for k in ("speedup", "runtime_ms", "ref_runtime_ms",
-                                                             "energy_j", "ref_energy_j")
-                    if getattr(record, k) is not None}})
-            progress.advance(bar)
+        arrived: dict[int, EvalRecord] = {}
 
-        for item in items:
-            progress.update(bar, description=f"{item.task.name}/{item.candidate}")
-            evaluator.evaluate_many([item], on_record=on_record)
-    summary = summarize(records)
-    sources = sorted({r.energy_source for r in records if r.energy_j is not None})
+        def on_record(index: int, record: EvalRecord) -> None:  # as records arrive, from lanes
+            arrived[index] = record
+            while len(records) in arrived:  # records.jsonl keeps the order of the items
+                ready = arrived.pop(len(records))
+                sink.write(ready.to_json() + "\n")
+                records.append(ready)
+            sink.flush()
+            log(
+                {
+                    "eval/index": index,
+                    "eval/ok": float(record.status == "ok"),
+                    **{f"eval/{k}": getattr(record, k) for k in LOGGED if getattr(record, k) is not None},
+                }
+            )
+            progress.update(
+                bar, advance=1, description=f"{record.task_id} {record.candidate}: {record.status}"
+            )
+
+        ordered = evaluator.evaluate_many(items, on_record=on_record)
+    summary = summarize(ordered)
+    summary["n_skipped"] = float(len(skipped))
+    sources = sorted({r.energy_source for r in ordered if r.energy_j is not None})
     summary["energy_source"] = "+".join(sources) or "none"  # labels geomean_energy_ratio
-    console.print(results_table(records, config.hardware.name))
+    console.print(results_table(ordered, config.hardware.name))
     console.print(summary_table(summary))
     console.print(f"records: {records_path}")
     return summary
