@@ -32,6 +32,9 @@ def wandb_run(
 ) -> Iterator[object]:
     """A W&B run for the block (a no-op run when logger.mode is disabled); always finished."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    if logger.mode == "disabled":  # no wandb import at all: works where wandb is not installed
+        yield _NoRun()
+        return
     os.environ["WANDB_DIR"] = str(run_dir)
     for var in _WANDB_DIRS:
         os.environ.setdefault(var, str(run_dir / "wandb" / ".state" / var.lower()))
@@ -53,6 +56,16 @@ def wandb_run(
         yield run
     finally:
         run.finish()
+
+
+class _NoRun:
+    """What `logger=disabled` logs to: nothing."""
+
+    def __init__(self) -> None:
+        self.summary: dict = {}
+
+    def log(self, row: dict) -> None:
+        pass
 
 
 # --- reading an offline run back ------------------------------------------------------------

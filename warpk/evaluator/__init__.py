@@ -32,7 +32,7 @@ from pathlib import Path
 
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
-from warpk.evaluator.sandbox import Limits, run_worker
+from warpk.evaluator.sandbox import Limits, WorkerProcess, run_worker
 from warpk.evaluator.static import candidate_backend, check_source
 from warpk.records import EvalRecord
 from warpk.tasks import Task
@@ -136,21 +136,21 @@ class Evaluator:
             "device": self.hardware.device,
             "seed": self.seed,
             "protocol": dataclasses.asdict(self.protocol),
+            "build_dir": self._build_dir(item),
         }
 
-    def _env(self, item: EvalItem, lane: str | None) -> dict[str, str]:
-        env = {
-            "TRITON_CACHE_DIR": str(self.cache_dir / "triton"),
-            "CUDA_VISIBLE_DEVICES": lane if lane is not None else "",
-            "MAX_JOBS": "4",
-        }
-        if candidate_backend(item.candidate_source) == "cuda":  # one build dir per source
-            env["TORCH_EXTENSIONS_DIR"] = str(
-                self.cache_dir / "torch_extensions" / source_sha(item.candidate_source)[:24]
-            )
+    def _lane_env(self, lane: str | None) -> dict[str, str]:
+        env = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), "MAX_JOBS": "4",
+               "CUDA_VISIBLE_DEVICES": lane if lane is not None else ""}
         if self.hardware.cuda_arch:
             env["TORCH_CUDA_ARCH_LIST"] = self.hardware.cuda_arch
         return env
+
+    def _build_dir(self, item: EvalItem) -> str | None:
+        """One build dir per CUDA source in the shared build cache; None for other backends."""
+        if candidate_backend(item.candidate_source) != "cuda":
+            return None
+        return str(self.cache_dir / "torch_extensions" / source_sha(item.candidate_source)[:24])
 
     def _limits(self, device: str) -> Limits:
         p = self.protocol
@@ -189,7 +189,7 @@ class Evaluator:
 
     def compile(self, item: EvalItem) -> EvalRecord | None:
         """Build a CUDA candidate on the CPU; a record only for a definite build failure."""
-        outcome = run_worker(self._request(item, "compile"), self._limits("cpu"), self._env(item, None))
+        outcome = run_worker(self._request(item, "compile"), self._limits("cpu"), self._lane_env(None))
         result = outcome.result or {}
         if result.get("status") == "compile_error" and "Error building extension" in (
             result.get("error") or ""
@@ -203,12 +203,13 @@ class Evaluator:
             )
         return None  # built, or inconclusive without a GPU: the measuring worker decides
 
-    def measure(self, item: EvalItem, lane: str | None = None) -> EvalRecord:
-        """Run the full protocol for one item in a sandboxed worker on `lane`."""
-        lane = self.lanes[0] if lane is None else lane
-        outcome = run_worker(
-            self._request(item, "measure"), self._limits(self.hardware.device), self._env(item, lane)
-        )
+    def measure(self, item: EvalItem, worker: WorkerProcess | None = None) -> EvalRecord:
+        """Run the full protocol for one item on `worker` (a fresh one-off worker if None)."""
+        request = self._request(item, "measure")
+        if worker is None:
+            outcome = run_worker(request, self._limits(self.hardware.device), self._lane_env(self.lanes[0]))
+        else:
+            outcome = worker.submit(request)
         base = {**self._base(item), "wall_s": outcome.wall_s}
         failure = outcome.failure()
         if failure is not None:
@@ -326,15 +327,19 @@ class Evaluator:
             queue_lock = threading.Lock()
 
             def lane_loop(lane: str) -> None:
-                while True:
-                    with queue_lock:
-                        if not todo:
-                            return
-                        i = todo.popleft()
-                    record = builds[i].result() if i in builds else None
-                    record = record or self.measure(items[i], lane)
-                    self.store(keys[i], record)
-                    emit(i, record)
+                worker = WorkerProcess(self._limits(self.hardware.device), self._lane_env(lane))
+                try:
+                    while True:
+                        with queue_lock:
+                            if not todo:
+                                return
+                            i = todo.popleft()
+                        record = builds[i].result() if i in builds else None
+                        record = record or self.measure(items[i], worker)
+                        self.store(keys[i], record)
+                        emit(i, record)
+                finally:
+                    worker.close()
 
             for future in [lane_pool.submit(lane_loop, lane) for lane in self.lanes]:
                 future.result()

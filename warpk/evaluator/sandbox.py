@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +47,8 @@ ENV_KEEP = (
 )
 FILE_SIZE_LIMIT_BYTES = 256 * 1024 * 1024
 POLL_S = 0.02
+# Verdicts after which the worker process is known to be in a clean state and is reused.
+KEEP_WORKER_AFTER = ("ok", "incorrect", "compile_error", "static_reject")
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,9 @@ class WorkerOutcome:
 
 def _apply_limits(limits: Limits) -> None:
     """Runs in the child before exec."""
-    cpu_s = int((limits.compile_timeout_s + limits.run_timeout_s) * max(limits.threads, 1)) + 30
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    # A reused worker accumulates CPU time over many candidates: the CPU limit is a backstop
+    # (a day), the per-phase wall-clock limits are what stop a hung candidate.
+    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if limits.address_space_limit:
@@ -125,50 +130,107 @@ def _tail(path: Path, chars: int = 300) -> str:
     return lines[-1][-chars:] if lines else ""
 
 
-def _watch(proc: subprocess.Popen, phase_file: Path, limits: Limits) -> str | None:
-    """Wait for the worker; the reason it had to be killed, or None if it exited by itself."""
-    phase, phase_start = "compile", time.monotonic()
-    while True:
-        try:
-            proc.wait(timeout=POLL_S)
-            return None
-        except subprocess.TimeoutExpired:
-            pass
-        if phase == "compile" and phase_file.exists() and phase_file.read_text().startswith("run"):
-            phase, phase_start = "run", time.monotonic()
-        limit = limits.compile_timeout_s if phase == "compile" else limits.run_timeout_s
-        if time.monotonic() - phase_start > limit:
-            return f"timeout: the {phase} phase exceeded its limit of {limit:g} s; worker killed"
-        if _rss_gb(proc.pid) > limits.memory_limit_gb:
-            return f"worker exceeded the host memory limit of {limits.memory_limit_gb:g} GB and was killed"
+class WorkerProcess:
+    """One sandboxed worker that evaluates requests one at a time until it fails.
+
+    A worker that reported a result stays alive for the next request (torch imported, CUDA
+    context made); one that died, timed out or outgrew its memory is killed with its whole
+    process group, and the next `submit` starts a fresh one. Call `close()` when done.
+    """
+
+    def __init__(self, limits: Limits, env: dict[str, str]):
+        self.limits = limits
+        self.env = env
+        self.home = ""
+        self.proc: subprocess.Popen | None = None
+        self.jobs = 0
+
+    def _start(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="warpk-worker-")
+        self.stderr_path = Path(self.home, f"stderr-{self.jobs}.txt")
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "warpk.evaluator.worker"],
+                cwd=self.home,
+                env=worker_env(self.home, self.limits.threads, self.env),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,  # own process group: killpg reaches its children
+                preexec_fn=lambda: _apply_limits(self.limits),
+            )
+
+    def close(self) -> None:
+        """Kill the worker and everything it spawned; remove its files."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self.proc.stdin.close()
+            self.proc.stdout.close()
+            self.proc = None
+        if self.home:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    def submit(self, request: dict) -> WorkerOutcome:
+        """Evaluate one request; never raises for what the candidate does."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self._start()
+        self.jobs += 1
+        job = Path(self.home, f"job-{self.jobs}")
+        job.mkdir()
+        (job / "request.json").write_text(json.dumps(request))
+        start = time.perf_counter()
+        self.proc.stdin.write(f"{job / 'request.json'}\n".encode())
+        self.proc.stdin.flush()
+        killed_for = self._watch(job / "phase")
+        wall_s = time.perf_counter() - start
+        result_path = job / "result.json"
+        result = json.loads(result_path.read_text()) if result_path.exists() and not killed_for else None
+        returncode = None
+        if killed_for or result is None:
+            returncode = self.proc.poll()
+            tail = _tail(self.stderr_path)
+            self.close()
+        elif result.get("status") not in KEEP_WORKER_AFTER:
+            tail = ""
+            self.close()  # an exception or CUDA fault may have left the process unusable
+        else:
+            tail = ""
+            shutil.rmtree(job, ignore_errors=True)
+        return WorkerOutcome(result, returncode, killed_for, tail, wall_s)
+
+    def _watch(self, phase_file: Path) -> str | None:
+        """Wait for the worker's answer; the reason it had to be killed, or None."""
+        phase, phase_start = "compile", time.monotonic()
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], POLL_S)
+            if ready:
+                self.proc.stdout.readline()  # "done", or "" when the worker died
+                if self.proc.poll() is not None:
+                    self.proc.wait()
+                return None
+            if self.proc.poll() is not None:
+                return None
+            if phase == "compile" and phase_file.exists() and phase_file.read_text().startswith("run"):
+                phase, phase_start = "run", time.monotonic()
+            limit = self.limits.compile_timeout_s if phase == "compile" else self.limits.run_timeout_s
+            if time.monotonic() - phase_start > limit:
+                return f"timeout: the {phase} phase exceeded its limit of {limit:g} s; worker killed"
+            if _rss_gb(self.proc.pid) > self.limits.memory_limit_gb:
+                return (
+                    f"worker exceeded the host memory limit of {self.limits.memory_limit_gb:g} GB "
+                    "and was killed"
+                )
 
 
 def run_worker(request: dict, limits: Limits, env: dict[str, str] | None = None) -> WorkerOutcome:
-    """Evaluate `request` in a fresh sandboxed child; never raises for what the child does."""
-    with tempfile.TemporaryDirectory(prefix="warpk-eval-") as tmp:
-        request_path, result_path = Path(tmp, "request.json"), Path(tmp, "result.json")
-        request_path.write_text(json.dumps(request))
-        stderr_path = Path(tmp, "stderr.txt")
-        start = time.perf_counter()
-        with open(Path(tmp, "stdout.txt"), "wb") as out, open(stderr_path, "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "warpk.evaluator.worker", str(request_path), str(result_path)],
-                cwd=tmp,
-                env=worker_env(tmp, limits.threads, env or {}),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,  # own process group: killpg reaches its children
-                preexec_fn=lambda: _apply_limits(limits),
-            )
-            try:
-                killed_for = _watch(proc, Path(tmp, "phase"), limits)
-            finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # also reaps leftovers of a finished worker
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-        wall_s = time.perf_counter() - start
-        result = json.loads(result_path.read_text()) if result_path.exists() and not killed_for else None
-        return WorkerOutcome(result, proc.returncode, killed_for, _tail(stderr_path), wall_s)
+    """Evaluate `request` in a fresh sandboxed worker that is closed afterwards."""
+    worker = WorkerProcess(limits, env or {})
+    try:
+        return worker.submit(request)
+    finally:
+        worker.close()

@@ -1,9 +1,11 @@
 """The child process that evaluates one candidate against its task's reference.
 
-Run as `python -m warpk.evaluator.worker REQUEST.json RESULT.json` by warpk.evaluator.sandbox,
-in a fresh process (see its threat model). The result file is written only at the end, so a
-missing result always means the worker died. The worker writes its current phase ("compile",
-"run") to ./phase so the parent can apply separate compile and run time limits.
+Run as `python -m warpk.evaluator.worker` by warpk.evaluator.sandbox (see its threat model): it
+reads request paths from stdin, one per line, and evaluates each in the request's folder, so
+torch is imported and the CUDA context made once per worker, not once per candidate. The result
+file is written only at the end, so a missing result always means the worker died. The worker
+writes its current phase ("compile", "run") to ./phase so the parent can apply separate compile
+and run time limits.
 
 Modes: "compile" only loads the candidate (builds its CUDA extension into the shared build
 cache, with the GPU hidden); "measure" does everything:
@@ -100,6 +102,15 @@ def load_candidate(request: dict) -> types.ModuleType:
             return _load_module(request["candidate_source"], CANDIDATE_FILE, "warpk_candidate")
         except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
             raise Verdict("compile_error", one_line(err)) from err
+
+
+_DEVICES: dict[str, Device] = {}  # one per kind for the life of a worker (flush buffer, name)
+
+
+def device_for(torch, kind: str) -> Device:
+    if kind not in _DEVICES:
+        _DEVICES[kind] = Device(torch, kind)
+    return _DEVICES[kind]
 
 
 class Device:
@@ -282,7 +293,7 @@ def evaluate(request: dict) -> dict:
         return result
 
     _phase("run")
-    dev = Device(torch, request["device"])
+    dev = device_for(torch, request["device"])
     result["device"] = dev.name
     task = _load_module(request["task_source"], TASK_FILE, "warpk_task")
     keys = {k for overrides in request["shapes"].values() for k in overrides}
@@ -304,8 +315,14 @@ def evaluate(request: dict) -> dict:
     return result
 
 
-def main(argv: list[str]) -> int:
-    request = json.loads(Path(argv[1]).read_text())
+def run_one(request_path: Path) -> None:
+    """Evaluate the request in `request_path`'s folder (also the working dir) into result.json."""
+    os.chdir(request_path.parent)
+    request = json.loads(request_path.read_text())
+    if request.get("build_dir"):
+        os.environ["TORCH_EXTENSIONS_DIR"] = request["build_dir"]  # torch reads it at build time
+    else:
+        os.environ.pop("TORCH_EXTENSIONS_DIR", None)
     try:
         result = evaluate(request)
     except Verdict as verdict:
@@ -313,11 +330,36 @@ def main(argv: list[str]) -> int:
     except Exception as err:  # noqa: BLE001 - the harness or the task failed: say so
         status = "crashed" if _is_cuda_fault(err) else "runtime_error"
         result = {"status": status, "error": f"evaluation failed: {one_line(err)}"}
-    out = Path(argv[2])
-    out.with_suffix(".tmp").write_text(json.dumps(result))
-    out.with_suffix(".tmp").replace(out)
+    Path("result.tmp").write_text(json.dumps(result))
+    Path("result.tmp").replace("result.json")
+
+
+def _forget_candidate() -> None:
+    """Between requests: drop the candidate's and task's modules and cached GPU memory."""
+    for name in ("warpk_candidate", "warpk_task"):
+        sys.modules.pop(name, None)
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def serve() -> int:
+    """Evaluate requests whose paths arrive one per line on stdin; answer 'done' per request on
+    the original stdout. The candidate's own prints go to stderr, so it cannot forge an answer."""
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        run_one(Path(line.strip()))
+        _forget_candidate()
+        answers.write("done\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(serve())
