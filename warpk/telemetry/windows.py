@@ -101,7 +101,8 @@ def wait_for_update(counter: EnergyCounter, previous: CounterReading, between: C
                              "reporting energy (Volta or newer), and is the counter the right one?")
 
 
-def _midpoint(before: CounterReading, after: CounterReading) -> float:
+def update_time_s(before: CounterReading, after: CounterReading) -> float:
+    """When the counter updated: the midpoint of the last old and the first new reading, s."""
     return (before.timestamp_s + after.timestamp_s) / 2
 
 
@@ -118,10 +119,10 @@ def observe_idle(counter: EnergyCounter, settings: MeterSettings, clock: Callabl
     brackets = [wait_for_update(counter, counter.read(), idle, clock, settings.timeout_s)]
     while True:
         brackets.append(wait_for_update(counter, brackets[-1][1], idle, clock, settings.timeout_s))
-        span_s = _midpoint(*brackets[-1]) - _midpoint(*brackets[0])
+        span_s = update_time_s(*brackets[-1]) - update_time_s(*brackets[0])
         if span_s >= settings.idle_window_s:
             break
-    ticks = [_midpoint(*b) for b in brackets]
+    ticks = [update_time_s(*b) for b in brackets]
     power_w = (brackets[-1][1].energy_j - brackets[0][1].energy_j) / span_s
     gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
     return power_w, statistics.median(gaps) if len(gaps) > 1 else None
@@ -166,7 +167,7 @@ def aligned_window(fn, sync, counter: EnergyCounter, plan: Plan, settings: Meter
     start_before, start = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
     work.run(plan.body_calls)
     end_before, end = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
-    window_s = _midpoint(end_before, end) - _midpoint(start_before, start)
+    window_s = update_time_s(end_before, end) - update_time_s(start_before, start)
     per_call_s = (work.done_s - begin_s) / work.calls
     energy_j = end.energy_j - start.energy_j
     edge_s = (start.timestamp_s - start_before.timestamp_s + end.timestamp_s - end_before.timestamp_s) / 2
