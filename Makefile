@@ -23,7 +23,7 @@ test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(PY) -m ruff check warpk tests
+	$(PY) -m ruff check warpk tests benchmarks sampler
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache
