@@ -9,7 +9,8 @@ can be stale by up to one update each: an 8 ms window reads 0 J, a 1 s window is
    showing the new one (the *bracket*, about one chunk); the window starts at its midpoint.
    The device is already busy with the same work, so the window starts in steady state.
 2. Body: run the calibrated number of calls (they alone span `min_window_s`).
-3. Tail: keep running chunks until the counter changes again; the window ends at the midpoint
+3. Tail: keep running chunks until the counter changes again (and, should the body have run
+   faster than calibrated, until the window spans min_window_s); the window ends at the midpoint
    of that bracket.
 4. Energy = counter delta; work inside = window length / measured time per call (the loop runs
    at a steady rate, so the calls cut by the edges are counted pro rata).
@@ -167,6 +168,9 @@ def aligned_window(fn, sync, counter: EnergyCounter, plan: Plan, settings: Meter
     start_before, start = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
     work.run(plan.body_calls)
     end_before, end = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
+    # The body was calibrated to span min_window_s; if it ran faster, keep going to the next update.
+    while update_time_s(end_before, end) - update_time_s(start_before, start) < settings.min_window_s:
+        end_before, end = wait_for_update(counter, end, chunk, clock, settings.timeout_s)
     window_s = update_time_s(end_before, end) - update_time_s(start_before, start)
     per_call_s = (work.done_s - begin_s) / work.calls
     energy_j = end.energy_j - start.energy_j
