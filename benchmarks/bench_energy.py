@@ -289,9 +289,11 @@ def section_trace(rig: Rig, args, out: Path) -> dict:
         stop.set()
         recorder.join(timeout=10)
         backend.close()
-    (out / "trace_schedule.json").write_text(json.dumps(schedule, indent=1))
+    # Phase times are relative to t0; the trace's timestamp_s are host monotonic: t0 maps them.
+    (out / "trace_schedule.json").write_text(json.dumps({"monotonic_origin_s": t0, "phases": schedule},
+                                                        indent=1))
     return {"file": path.name, "readings": lines[0] if lines else None, "duration_s": time.monotonic() - t0,
-            "schedule": schedule}
+            "monotonic_origin_s": t0, "schedule": schedule}
 
 
 # A sampler client in its own process (so it never shares a GIL with the timed loop): prints
