@@ -154,20 +154,26 @@ def _median_iqr(values: list[float]) -> tuple[float, float]:
 
 
 def _build(torch, task, candidate, seed: int, device) -> tuple[object, object]:
+    """Model and ModelNew from the same seed, built directly on the device (GPU-sized weights
+    take seconds to initialise on the CPU)."""
     init_inputs = task.get_init_inputs()
-    torch.manual_seed(seed)
-    reference = task.Model(*init_inputs).to(device).eval()
-    try:
+    with torch.device(device):
         torch.manual_seed(seed)
-        model_new = candidate.ModelNew(*init_inputs).to(device).eval()
-    except Exception as err:  # noqa: BLE001
-        raise _fail(err, "ModelNew(...)") from err
+        reference = task.Model(*init_inputs).to(device).eval()
+        try:
+            torch.manual_seed(seed)
+            model_new = candidate.ModelNew(*init_inputs).to(device).eval()
+        except Exception as err:  # noqa: BLE001
+            raise _fail(err, "ModelNew(...)") from err
     return reference, model_new
 
 
 def _inputs(torch, task, seed: int, device) -> list:
+    """The task's inputs for `seed`, drawn directly on the device."""
     torch.manual_seed(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.device(device):
+        inputs = task.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
 def _call(fn, inputs, what: str):
