@@ -230,7 +230,6 @@ class EvaluateConfig(_Checked):
     correctness_trials: int = number(5, 1, 100)
     warmup_calls: int = number(3, 0, 1000)
     timing_trials: int = number(20, 3, 10000)
-    input_sets: int = number(3, 1, 64)  # distinct input sets rotated through the timed calls
     num_threads: int = number(1, 1, 1024)  # torch CPU threads in the worker
     compile_timeout_s: float = number(600.0, 1.0, 86400.0)  # loading/building one candidate
     run_timeout_s: float = number(300.0, 1.0, 86400.0)  # its correctness and timing

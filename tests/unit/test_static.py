@@ -79,10 +79,47 @@ def test_violation_names_the_line():
     )
 
 
+CUDA = (
+    HEAD
+    + """from torch.utils.cpp_extension import load_inline
+_ext = load_inline(name="k", cpp_sources="", cuda_sources="", functions=["f"])
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _ext.f(x)
+"""
+)
+TRITON = (
+    HEAD
+    + """import triton
+import triton.language as tl
+@triton.jit
+def _k(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+class ModelNew(nn.Module):
+    def forward(self, x):
+        _k[(1,)](x, x.numel(), BLOCK=128)
+        return x
+"""
+)
+
+
 def test_backend_detection():
-    cuda = HEAD + "from torch.utils.cpp_extension import load_inline\nclass ModelNew(nn.Module): pass\n"
-    triton = HEAD + "import triton\nimport triton.language as tl\nclass ModelNew(nn.Module): pass\n"
-    assert candidate_backend(cuda) == "cuda"
-    assert candidate_backend(triton) == "triton"
+    assert candidate_backend(CUDA) == "cuda" and check_source(CUDA) == []
+    assert candidate_backend(TRITON) == "triton" and check_source(TRITON) == []
     assert candidate_backend(HEAD + "class ModelNew(nn.Module): pass\n") == "torch"
-    assert check_source(cuda) == [] and check_source(triton) == []
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        (
+            CUDA.replace("_ext = load_inline(", "def _never():\n    return load_inline("),
+            "no extension is built",
+        ),
+        (CUDA.replace("return _ext.f(x)", "return torch.softmax(x, -1)"), "built but never used"),
+        (TRITON.replace("_k[(1,)](x, x.numel(), BLOCK=128)", "pass"), "never launched"),
+    ],
+)
+def test_decoy_kernels_are_rejected(source, expected):
+    assert expected in " | ".join(str(v) for v in check_source(source))
+    assert candidate_backend(source) == "torch"  # what actually runs

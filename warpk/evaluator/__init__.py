@@ -140,8 +140,11 @@ class Evaluator:
         }
 
     def _lane_env(self, lane: str | None) -> dict[str, str]:
-        env = {"TRITON_CACHE_DIR": str(self.cache_dir / "triton"), "MAX_JOBS": "4",
-               "CUDA_VISIBLE_DEVICES": lane if lane is not None else ""}
+        env = {
+            "TRITON_CACHE_DIR": str(self.cache_dir / "triton"),
+            "MAX_JOBS": "4",
+            "CUDA_VISIBLE_DEVICES": lane if lane is not None else "",
+        }
         if self.hardware.cuda_arch:
             env["TORCH_CUDA_ARCH_LIST"] = self.hardware.cuda_arch
         return env

@@ -32,6 +32,18 @@ def same_inputs(torch, inputs: list, pristine: list) -> bool:
     return True
 
 
+def shares_storage(torch, first, second) -> bool:
+    """True if an output of `second` lives in the same memory as an output of `first`."""
+    ptrs = {
+        o.untyped_storage().data_ptr() for o in flatten(first) if isinstance(o, torch.Tensor) and o.numel()
+    }
+    return any(
+        o.untyped_storage().data_ptr() in ptrs
+        for o in flatten(second)
+        if isinstance(o, torch.Tensor) and o.numel()
+    )
+
+
 def poison_like(torch, outputs) -> None:
     """Fill then free blocks the size of `outputs` with NaN bytes (0xFF), so memory the caching
     allocator (or malloc) hands to the candidate next holds NaN: an output it allocates but never

@@ -186,45 +186,42 @@ class WorkerProcess:
         start = time.perf_counter()
         self.proc.stdin.write(f"{job / 'request.json'}\n".encode())
         self.proc.stdin.flush()
-        killed_for = self._watch(job / "phase")
+        killed_for, answer = self._watch(job / "phase")
         wall_s = time.perf_counter() - start
-        result_path = job / "result.json"
-        result = json.loads(result_path.read_text()) if result_path.exists() and not killed_for else None
-        returncode = None
+        result = json.loads(answer) if answer and not killed_for else None
+        returncode, tail = None, ""
         if killed_for or result is None:
             returncode = self.proc.poll()
             tail = _tail(self.stderr_path)
             self.close()
         elif result.get("status") not in KEEP_WORKER_AFTER:
-            tail = ""
             self.close()  # an exception or CUDA fault may have left the process unusable
         else:
-            tail = ""
             shutil.rmtree(job, ignore_errors=True)
         return WorkerOutcome(result, returncode, killed_for, tail, wall_s)
 
-    def _watch(self, phase_file: Path) -> str | None:
-        """Wait for the worker's answer; the reason it had to be killed, or None."""
+    def _watch(self, phase_file: Path) -> tuple[str | None, str]:
+        """Wait for the worker's answer: (why it had to be killed or None, the answer line)."""
         phase, phase_start = "compile", time.monotonic()
         while True:
             ready, _, _ = select.select([self.proc.stdout], [], [], POLL_S)
             if ready:
-                self.proc.stdout.readline()  # "done", or "" when the worker died
-                if self.proc.poll() is not None:
+                answer = self.proc.stdout.readline().decode()  # "" when the worker died
+                if not answer:
                     self.proc.wait()
-                return None
+                return None, answer
             if self.proc.poll() is not None:
-                return None
+                return None, ""
             if phase == "compile" and phase_file.exists() and phase_file.read_text().startswith("run"):
                 phase, phase_start = "run", time.monotonic()
             limit = self.limits.compile_timeout_s if phase == "compile" else self.limits.run_timeout_s
             if time.monotonic() - phase_start > limit:
-                return f"timeout: the {phase} phase exceeded its limit of {limit:g} s; worker killed"
+                return f"timeout: the {phase} phase exceeded its limit of {limit:g} s; worker killed", ""
             if _rss_gb(self.proc.pid) > self.limits.memory_limit_gb:
                 return (
                     f"worker exceeded the host memory limit of {self.limits.memory_limit_gb:g} GB "
                     "and was killed"
-                )
+                ), ""
 
 
 def run_worker(request: dict, limits: Limits, env: dict[str, str] | None = None) -> WorkerOutcome:

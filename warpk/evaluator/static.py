@@ -29,19 +29,25 @@ import re
 from dataclasses import dataclass
 
 ALLOWED_IMPORTS = frozenset(
-    "torch triton math typing functools numbers itertools operator collections dataclasses __future__".split()
+    "torch triton math typing functools numbers itertools collections dataclasses __future__".split()
 )
 BANNED_CALLS = frozenset(
     "exec eval compile open __import__ setattr getattr delattr globals locals vars input breakpoint "
     "exit quit memoryview".split()
 )
-# Attribute names that reach the machine, the clock or the evaluator through allowed modules
-# (e.g. torch.utils.cpp_extension.os, torch.cuda.Stream).
+# Attribute and member names that reach the machine, the clock, global torch state or the
+# evaluator through allowed modules (torch.utils.cpp_extension.os, torch.cuda.Stream,
+# torch.library re-registering the reference's kernels, global module hooks, typing's eval...).
 BANNED_ATTRIBUTES = frozenset(
     "os sys subprocess environ getenv system popen fork _exit kill ctypes builtins multiprocessing "
     "threading Thread Process Stream Event stream set_stream ExternalStream synchronize_stream "
-    "_make_subclass perf_counter perf_counter_ns time_ns elapsed_time".split()
+    "_make_subclass perf_counter perf_counter_ns time_ns elapsed_time library overrides "
+    "attrgetter methodcaller get_type_hints ForwardRef set_default_device set_default_dtype "
+    "set_float32_matmul_precision set_num_threads set_num_interop_threads "
+    "use_deterministic_algorithms set_flush_denormal".split()
 )
+BANNED_PREFIXES = ("register_module_", "_global_")  # global nn.Module hooks outlive the candidate
+DUNDER_METHODS_ALLOWED = frozenset({"__init__", "__repr__"})  # no __exit__ that swallows errors
 # Reading or writing files and hubs through torch (tl.load, a Triton load, stays allowed).
 BANNED_TORCH_ATTRIBUTES = frozenset("save load hub from_file load_library".split())
 ALLOWED_DUNDERS = frozenset({"__init__", "__name__"})
@@ -89,7 +95,12 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             if alias.name == "*":
                 self.flag(node, "star imports are not allowed")
-            if alias.name in BANNED_ATTRIBUTES or alias.name == "Model":
+            if (
+                alias.name in BANNED_ATTRIBUTES
+                or alias.name == "Model"
+                or alias.name.startswith("_")
+                or alias.name.startswith(BANNED_PREFIXES)
+            ):
                 self.flag(node, f"importing '{alias.name}' is not allowed")
             self.modules[alias.asname or alias.name] = (node.module or "").split(".")[0]
 
@@ -118,11 +129,14 @@ class _Checker(ast.NodeVisitor):
             if text.split(".")[-1] in ("Tensor", "Parameter"):
                 self.flag(node, f"class {node.name} subclasses {text}: tensor subclasses are not allowed")
         for item in node.body:
-            if isinstance(item, ast.FunctionDef) and item.name in (
-                "__torch_function__",
-                "__torch_dispatch__",
-            ):
+            if not isinstance(item, ast.FunctionDef):
+                continue
+            if item.name in ("__torch_function__", "__torch_dispatch__"):
                 self.flag(item, f"{item.name} is not allowed (lazy or intercepted outputs)")
+            elif item.name.startswith("__") and item.name not in DUNDER_METHODS_ALLOWED:
+                self.flag(
+                    item, f"defining {item.name} is not allowed (e.g. an __exit__ that swallows errors)"
+                )
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -132,9 +146,12 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, f"'{node.id}' is not allowed")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in BANNED_ATTRIBUTES:
+        root_module = self.modules.get(_root_name(node))
+        if node.attr in BANNED_ATTRIBUTES or node.attr.startswith(BANNED_PREFIXES):
             self.flag(node, f"'.{node.attr}' is not allowed")
-        elif node.attr in BANNED_TORCH_ATTRIBUTES and self.modules.get(_root_name(node)) == "torch":
+        elif root_module and node.attr.startswith("_") and not node.attr.startswith("__"):
+            self.flag(node, f"'{ast.unparse(node)}': private members of {root_module} are not allowed")
+        elif node.attr in BANNED_TORCH_ATTRIBUTES and root_module == "torch":
             self.flag(node, f"'{ast.unparse(node)}' is not allowed (file and hub access)")
         elif node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ALLOWED_DUNDERS:
             self.flag(node, f"'.{node.attr}' is not allowed")
@@ -182,33 +199,109 @@ class _Checker(ast.NodeVisitor):
             )
 
 
+def _is_call_to(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id == name)
+        or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+    )
+
+
+def _eager_nodes(tree: ast.Module):
+    """Nodes that run at import or in ModelNew.__init__: module level, not inside other
+    functions or classes."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            if node.name == "ModelNew":
+                stack += [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+            continue
+        if isinstance(node, ast.Lambda) or (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name != "__init__"
+        ):
+            continue
+        yield node
+        stack += list(ast.iter_child_nodes(node))
+
+
+def _jitted(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [
+        f
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef)
+        and any(ast.unparse(d).split("(")[0].endswith("jit") for d in f.decorator_list)
+    ]
+
+
+def _decoys(tree: ast.Module) -> list[Violation]:
+    """A kernel that is named but never built, built but never used, or defined but never
+    launched is a decoy (exploit 2). Partial: a kernel that is used on a path forward never
+    takes is left to a GPU launch check (not yet)."""
+    violations = []
+    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    eager = list(_eager_nodes(tree))
+    builds = [n for n in eager if _is_call_to(n, "load_inline")]
+    bound = {
+        ast.unparse(t)
+        for n in eager
+        if isinstance(n, ast.Assign) and _is_call_to(n.value, "load_inline")
+        for t in n.targets
+    }
+    if "load_inline" in imported or any(_is_call_to(n, "load_inline") for n in ast.walk(tree)):
+        used = {
+            ast.unparse(n)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
+        }
+        if not builds:
+            violations.append(
+                Violation(
+                    0,
+                    "load_inline is imported but no extension is built at import "
+                    "or in ModelNew.__init__ (decoy kernel)",
+                )
+            )
+        elif bound and not bound & used:
+            violations.append(
+                Violation(0, f"the extension {sorted(bound)[0]} is built but never used (decoy kernel)")
+            )
+    jitted = _jitted(tree)
+    launched = {
+        n.func.value.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Subscript)
+        and isinstance(n.func.value, ast.Name)
+    }
+    if jitted and not {f.name for f in jitted} & launched:
+        violations.append(
+            Violation(
+                jitted[0].lineno,
+                f"Triton kernel {jitted[0].name} is defined but never launched (decoy kernel)",
+            )
+        )
+    return violations
+
+
 def check_source(source: str) -> list[Violation]:
     """All violations in `source`; [] means it may run. A syntax error is not a violation."""
     tree = ast.parse(source)
     checker = _Checker()
     checker.visit(tree)
+    checker.violations += _decoys(tree)
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
         checker.violations.insert(0, Violation(0, "no top-level class ModelNew"))
     return checker.violations
 
 
 def candidate_backend(source: str) -> str:
-    """'cuda' (load_inline), 'triton' (imports triton) or 'torch'; from the AST, never by running."""
+    """What actually runs: 'cuda' (a load_inline extension, built and used), 'triton' (a launched
+    @triton.jit kernel) or 'torch'; from the AST, never by running."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return "torch"
-    names = {
-        n.attr if isinstance(n, ast.Attribute) else n.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Attribute | ast.Name)
-    }
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    if "load_inline" in names or any(
-        isinstance(n, ast.alias) and n.name == "load_inline" for n in ast.walk(tree)
-    ):
+    decoy = bool(_decoys(tree))
+    if not decoy and any(_is_call_to(n, "load_inline") for n in _eager_nodes(tree)):
         return "cuda"
-    if "triton" in imported:
-        return "triton"
-    return "torch"
+    return "triton" if _jitted(tree) and not decoy else "torch"

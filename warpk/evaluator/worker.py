@@ -37,7 +37,14 @@ import traceback
 import types
 from pathlib import Path
 
-from warpk.evaluator.checks import Verdict, check_correct, clone_inputs, poison_like, same_inputs
+from warpk.evaluator.checks import (
+    Verdict,
+    check_correct,
+    clone_inputs,
+    poison_like,
+    same_inputs,
+    shares_storage,
+)
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100 50 MB, H200 60 MB)
 CANDIDATE_FILE = "candidate.py"  # written into the worker's temp working dir
@@ -210,6 +217,12 @@ def correctness(torch, dev: Device, task, reference, model_new, protocol: dict, 
             again = _call(model_new, clone_inputs(torch, pristine), "forward")
             dev.sync()
             check_correct(torch, new_out, again, protocol, "a repeated call (non-deterministic output)")
+            if shares_storage(torch, new_out, again):
+                raise Verdict(
+                    "incorrect",
+                    "two calls returned the same output storage (a stored or "
+                    "cached result, not a new computation)",
+                )
     return worst_abs, worst_rel, inputs
 
 
@@ -253,25 +266,25 @@ def work_estimate(torch, reference, inputs) -> tuple[float, float]:
 
 
 def timing(torch, dev: Device, task, reference, model_new, protocol: dict, seed: int) -> dict:
-    """Interleaved timing with rotating fresh inputs; every timed candidate output is verified."""
-    sets = [_inputs(torch, task, seed * 1000 + 500 + k, dev.device) for k in range(protocol["input_sets"])]
-    expected = [reference(*clone_inputs(torch, s)) for s in sets]
+    """Interleaved timing; every trial draws new inputs (new contents, not only new buffers), so
+    no cache keyed on pointers, shapes or values can hit, and the candidate's timed output is
+    verified against the reference's timed output on the same inputs."""
+    warm = _inputs(torch, task, seed * 1000 + 500, dev.device)
     for _ in range(protocol["warmup_calls"]):
-        reference(*clone_inputs(torch, sets[0]))
-        model_new(*clone_inputs(torch, sets[0]))
+        reference(*clone_inputs(torch, warm))
+        model_new(*clone_inputs(torch, warm))
     dev.sync()
     order = random.Random(seed)
     times: dict[str, list[float]] = {"ref": [], "new": []}
     for trial in range(protocol["timing_trials"]):
-        k = trial % len(sets)
+        inputs = _inputs(torch, task, seed * 1000 + 501 + trial, dev.device)
         pair = [("ref", reference), ("new", model_new)]
         order.shuffle(pair)
+        outs = {}
         for name, fn in pair:
-            inputs = clone_inputs(torch, sets[k])  # fresh buffers: caching by pointer cannot help
-            ms, out = dev.timed_call(fn, inputs)
+            ms, outs[name] = dev.timed_call(fn, clone_inputs(torch, inputs))
             times[name].append(ms)
-            if name == "new":
-                check_correct(torch, expected[k], out, protocol, f"timed call {trial} (cached result?)")
+        check_correct(torch, outs["ref"], outs["new"], protocol, f"timed call {trial} (cached result?)")
     new_ms, new_iqr = _median_iqr(times["new"])
     ref_ms, ref_iqr = _median_iqr(times["ref"])
     return {
@@ -321,49 +334,55 @@ def evaluate(request: dict) -> dict:
     return result
 
 
-def run_one(request_path: Path) -> None:
-    """Evaluate the request in `request_path`'s folder (also the working dir) into result.json."""
+def run_one(request_path: Path) -> dict:
+    """Evaluate the request in `request_path`'s folder (also the working dir)."""
     os.chdir(request_path.parent)
     request = json.loads(request_path.read_text())
+    request_path.unlink()  # nothing of the harness stays readable in the candidate's folder
     if request.get("build_dir"):
         os.environ["TORCH_EXTENSIONS_DIR"] = request["build_dir"]  # torch reads it at build time
     else:
         os.environ.pop("TORCH_EXTENSIONS_DIR", None)
     try:
-        result = evaluate(request)
+        return evaluate(request)
     except Verdict as verdict:
-        result = {"status": verdict.status, "error": verdict.reason}
+        return {"status": verdict.status, "error": verdict.reason}
     except Exception as err:  # noqa: BLE001 - the harness or the task failed: say so
         status = "crashed" if _is_cuda_fault(err) else "runtime_error"
-        result = {"status": status, "error": f"evaluation failed: {one_line(err)}"}
-    Path("result.tmp").write_text(json.dumps(result))
-    Path("result.tmp").replace("result.json")
+        return {"status": status, "error": f"evaluation failed: {one_line(err)}"}
 
 
 def _forget_candidate() -> None:
-    """Between requests: drop the candidate's and task's modules and cached GPU memory."""
+    """Between requests: drop the candidate's and task's modules, global nn.Module hooks, and
+    cached GPU memory, so nothing of one candidate reaches the next."""
     for name in ("warpk_candidate", "warpk_task"):
         sys.modules.pop(name, None)
     import gc
 
-    gc.collect()
     torch = sys.modules.get("torch")
+    if torch is not None:
+        module = torch.nn.modules.module
+        for name in dir(module):
+            if name.startswith("_global_") and isinstance(getattr(module, name), dict):
+                getattr(module, name).clear()
+    gc.collect()
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
 
 def serve() -> int:
-    """Evaluate requests whose paths arrive one per line on stdin; answer 'done' per request on
-    the original stdout. The candidate's own prints go to stderr, so it cannot forge an answer."""
+    """Evaluate requests whose paths arrive one per line on stdin; answer each with one JSON line
+    on the original stdout, a pipe only the parent reads. The candidate's own prints go to
+    stderr, and no result file exists for it to forge."""
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     for line in sys.stdin:
         if not line.strip():
             continue
-        run_one(Path(line.strip()))
+        result = run_one(Path(line.strip()))
         _forget_candidate()
-        answers.write("done\n")
+        answers.write(json.dumps(result) + "\n")
     return 0
 
 
