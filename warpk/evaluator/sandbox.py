@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import select
 import shutil
 import signal
@@ -179,16 +180,22 @@ class WorkerProcess:
         if self.proc is None or self.proc.poll() is not None:
             self.close()
             self._start()
+        if self._pending_output():  # a previous candidate wrote to the answer pipe: not reusable
+            self.close()
+            self._start()
         self.jobs += 1
         job = Path(self.home, f"job-{self.jobs}")
         job.mkdir()
-        (job / "request.json").write_text(json.dumps(request))
+        nonce = secrets.token_hex(16)  # the worker reads it and deletes the file before the candidate runs
+        (job / "request.json").write_text(json.dumps({**request, "nonce": nonce}))
         start = time.perf_counter()
         self.proc.stdin.write(f"{job / 'request.json'}\n".encode())
         self.proc.stdin.flush()
         killed_for, answer = self._watch(job / "phase")
         wall_s = time.perf_counter() - start
-        result = json.loads(answer) if answer and not killed_for else None
+        result = _parse_answer(answer, nonce) if answer and not killed_for else None
+        if answer and not killed_for and result is None:
+            killed_for = "the worker's answer was not its own (forged by the candidate); worker killed"
         returncode, tail = None, ""
         if killed_for or result is None:
             returncode = self.proc.poll()
@@ -199,6 +206,12 @@ class WorkerProcess:
         else:
             shutil.rmtree(job, ignore_errors=True)
         return WorkerOutcome(result, returncode, killed_for, tail, wall_s)
+
+    def _pending_output(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        ready, _, _ = select.select([self.proc.stdout], [], [], 0)
+        return bool(ready)
 
     def _watch(self, phase_file: Path) -> tuple[str | None, str]:
         """Wait for the worker's answer: (why it had to be killed or None, the answer line)."""
@@ -222,6 +235,17 @@ class WorkerProcess:
                     f"worker exceeded the host memory limit of {self.limits.memory_limit_gb:g} GB "
                     "and was killed"
                 ), ""
+
+
+def _parse_answer(answer: str, nonce: str) -> dict | None:
+    """The worker's result if the answer line carries this request's nonce, else None."""
+    try:
+        message = json.loads(answer)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.pop("nonce", None) != nonce:
+        return None
+    return message
 
 
 def run_worker(request: dict, limits: Limits, env: dict[str, str] | None = None) -> WorkerOutcome:

@@ -44,7 +44,7 @@ BANNED_ATTRIBUTES = frozenset(
     "_make_subclass perf_counter perf_counter_ns time_ns elapsed_time library overrides "
     "attrgetter methodcaller get_type_hints ForwardRef set_default_device set_default_dtype "
     "set_float32_matmul_precision set_num_threads set_num_interop_threads "
-    "use_deterministic_algorithms set_flush_denormal".split()
+    "use_deterministic_algorithms set_flush_denormal update_wrapper wraps".split()
 )
 BANNED_PREFIXES = ("register_module_", "_global_")  # global nn.Module hooks outlive the candidate
 DUNDER_METHODS_ALLOWED = frozenset({"__init__", "__repr__"})  # no __exit__ that swallows errors
@@ -56,7 +56,9 @@ BANNED_NATIVE = re.compile(
     r"cudaStreamCreate|cudaEventCreate|getStreamFromPool|cudaStreamNonBlocking|std::thread|"
     r"pthread_create|\bfork\s*\(|\bsystem\s*\(|\bpopen\s*\(|\bgetenv\s*\(|\bfopen\s*\(|"
     r"std::ofstream|std::ifstream|<fstream>|\bdlopen\s*\(|\bexecv|\bsocket\s*\(|cudaDeviceReset|"
-    r"cudaHostAlloc|cudaMallocManaged|\bmmap\s*\("
+    r"cudaHostAlloc|cudaMallocManaged|\bmmap\s*\(|\bkill\s*\(|getppid|\b_exit\s*\(|\bexit\s*\(|\bfstat|"
+    r"\bdup2?\s*\(|syscall|\bwrite\s*\(|\bread\s*\(|\bopen\s*\(|ptrace|<unistd\.h>|<sys/|<fcntl\.h>|"
+    r"<signal\.h>|<dlfcn\.h>|<spawn\.h>|<pthread\.h>|<thread>|<filesystem>|\babort\s*\("
 )
 
 
@@ -78,6 +80,7 @@ def _root_name(node: ast.AST) -> str | None:
 class _Checker(ast.NodeVisitor):
     def __init__(self) -> None:
         self.violations: list[Violation] = []
+        self.docstrings: set[int] = set()  # prose, not native source: not checked for C calls
         self.modules: dict[str, str] = {}  # local name bound by an import -> its top-level package
 
     def flag(self, node: ast.AST, message: str) -> None:
@@ -191,7 +194,11 @@ class _Checker(ast.NodeVisitor):
         self.flag(node, "global statements are not allowed (module-level state across calls)")
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and (match := BANNED_NATIVE.search(node.value)):
+        if (
+            isinstance(node.value, str)
+            and id(node) not in self.docstrings
+            and (match := BANNED_NATIVE.search(node.value))
+        ):
             self.flag(
                 node,
                 f"native source uses '{match.group(0).strip()}' (streams, threads, files, "
@@ -287,6 +294,12 @@ def check_source(source: str) -> list[Violation]:
     """All violations in `source`; [] means it may run. A syntax error is not a violation."""
     tree = ast.parse(source)
     checker = _Checker()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                checker.docstrings.add(id(first.value))
     checker.visit(tree)
     checker.violations += _decoys(tree)
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
