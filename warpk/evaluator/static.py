@@ -290,6 +290,45 @@ def _decoys(tree: ast.Module) -> list[Violation]:
     return violations
 
 
+MUTATORS = frozenset("append extend update setdefault add insert pop popitem clear remove discard".split())
+
+
+def _module_state(tree: ast.Module) -> list[Violation]:
+    """Module-level containers that functions mutate: a cache that outlives calls (exploit 13)."""
+    containers = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and (
+            isinstance(node.value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp | ast.SetComp)
+            or (
+                _root_name(node.value) in ("dict", "list", "set", "defaultdict", "OrderedDict", "deque")
+                and isinstance(node.value, ast.Call)
+            )
+        ):
+            containers |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    violations = []
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            stored = isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del)
+            mutated = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in MUTATORS
+            )
+            target = node.value if stored else node.func.value if mutated else None
+            if isinstance(target, ast.Name) and target.id in containers:
+                violations.append(
+                    Violation(
+                        node.lineno,
+                        f"module-level {target.id} is mutated by "
+                        f"{func.name}(): state that outlives a call "
+                        "(a result cache) is not allowed",
+                    )
+                )
+    return violations
+
+
 def check_source(source: str) -> list[Violation]:
     """All violations in `source`; [] means it may run. A syntax error is not a violation."""
     tree = ast.parse(source)
@@ -301,7 +340,7 @@ def check_source(source: str) -> list[Violation]:
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 checker.docstrings.add(id(first.value))
     checker.visit(tree)
-    checker.violations += _decoys(tree)
+    checker.violations += _decoys(tree) + _module_state(tree)
     if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
         checker.violations.insert(0, Violation(0, "no top-level class ModelNew"))
     return checker.violations
