@@ -1,19 +1,28 @@
-"""Run one worker in a sandboxed child process and say what became of it.
+"""Sandboxed worker processes that evaluate candidates, and what became of each request.
+
+A `WorkerProcess` is reused across candidates of one lane (torch imported and the CUDA context
+made once); it is killed and replaced after any verdict that may leave it unclean (a timeout, a
+crash, a raised exception, a forged answer) and between requests nothing of the previous
+candidate stays importable (its module, global nn.Module hooks, cached GPU memory are dropped).
 
 Threat model.
   Covered: a candidate that raises; crashes the interpreter (segfault, os._exit, a CUDA fault);
   hangs in the compile phase or the run phase (separate wall-clock limits, then SIGKILL to the
-  whole process group, so anything it spawned dies too); spins the CPU (RLIMIT_CPU); writes
-  huge files (RLIMIT_FSIZE); grows host memory (RSS watchdog on every device, RLIMIT_AS on CPU
-  workers: CUDA needs a huge address space, so GPU workers rely on the watchdog). It runs in a
-  fresh temp working dir, with a scrubbed environment (no API keys or tokens), with only the GPU
-  it was given visible. The static checks (warpk.evaluator.static) refuse the imports and calls
-  that reach files, network, processes, threads, timers and the harness before it runs.
-  Not covered: a determined escape through a bug in Python, torch or the CUDA driver; reading
-  world-readable files if the static checks are bypassed (no filesystem namespace); network
-  access if bypassed (no network namespace); process limits for root (RLIMIT_NPROC does not
-  apply to root: fork bombs are stopped by the static checks and the group kill). Run untrusted
-  code on machines and accounts you can afford to lose, inside a container for real isolation.
+  whole process group, so anything it spawned dies too); spins the CPU (RLIMIT_CPU backstop);
+  writes huge files (RLIMIT_FSIZE); grows host memory (RSS watchdog on every device, RLIMIT_AS on
+  CPU workers: CUDA needs a huge address space, so GPU workers rely on the watchdog); forges its
+  verdict (results travel on a pipe the candidate cannot name, tagged with a per-request nonce
+  the worker drops before the candidate loads; a pipe with leftover output is not reused). It
+  runs in a temp working dir, with a scrubbed environment (no API keys or tokens), with only the
+  GPU it was given visible. The static checks (warpk.evaluator.static) refuse the imports,
+  calls and attribute paths that reach files, network, processes, threads, timers, global torch
+  state and the harness before it runs.
+  Not covered: a determined escape through a bug in Python, torch or the CUDA driver; global
+  state a static-check bypass leaves in a reused worker (tests/unit/test_sandbox.py xfail);
+  children that start their own session escape the group kill (no cgroup or PID namespace);
+  world-readable files and the network if the static checks are bypassed (no namespaces);
+  RLIMIT_NPROC does not apply to root (fork bombs are stopped by the static checks). Run
+  untrusted code inside a container or VM you can afford to lose.
 """
 
 from __future__ import annotations
