@@ -39,3 +39,12 @@ proto:
 	$(PROTO_VENV)/bin/python -m pip install --quiet "grpcio-tools==1.84.0"
 	$(PROTO_VENV)/bin/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \
 		sampler/sampler.proto
+
+# A one-node SLURM cluster on this machine (root; Debian/Ubuntu; installs slurm + munge via apt if
+# missing), for `hydra/launcher=slurm_local` sweeps and the slurm tests. See scripts/slurm_local.sh.
+.PHONY: slurm-up slurm-down
+slurm-up:
+	bash scripts/slurm_local.sh up
+
+slurm-down:
+	bash scripts/slurm_local.sh down

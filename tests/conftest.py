@@ -44,9 +44,7 @@ def repo() -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip `gpu` tests when NVML finds no NVIDIA GPU, `slurm` tests when `sbatch` is not on PATH."""
-    import shutil
-
+    """Skip `gpu` tests when NVML finds no NVIDIA GPU; `slurm` tests are decided by `slurm_cluster`."""
     from warpk.hardware import detect_gpu_names
 
     needs_gpu = [i for i in items if i.get_closest_marker("gpu")]
@@ -54,8 +52,49 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="needs an NVIDIA GPU: NVML reports none on this machine")
         for item in needs_gpu:
             item.add_marker(skip)
-    if shutil.which("sbatch") is None:
-        skip = pytest.mark.skip(reason="needs a SLURM controller: sbatch is not on PATH")
-        for item in items:
-            if item.get_closest_marker("slurm"):
-                item.add_marker(skip)
+
+
+SLURM_SCRIPT = REPO / "scripts" / "slurm_local.sh"
+
+
+def _slurm_controller_up() -> bool:
+    import shutil
+
+    if shutil.which("sbatch") is None or shutil.which("scontrol") is None:
+        return False
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    return ping.returncode == 0 and "UP" in ping.stdout
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A usable SLURM controller for the session, or a skip that says why there is none.
+
+    As root with apt-get (CI, a workstation): `scripts/slurm_local.sh up` (idempotent: ~10 s from
+    nothing, 0.1 s when it already runs); a cluster this fixture started is stopped at the end.
+    Otherwise an already running controller is used (`sbatch` on PATH, `scontrol ping` UP), else skip.
+    """
+    import shutil
+
+    was_up = _slurm_controller_up()
+    started = False
+    if os.geteuid() == 0 and (shutil.which("apt-get") or shutil.which("sbatch")):
+        up = subprocess.run(["bash", str(SLURM_SCRIPT), "up"], capture_output=True, text=True, timeout=600)
+        if up.returncode != 0:
+            tail = " | ".join((up.stdout + up.stderr).strip().splitlines()[-5:])
+            pytest.skip(f"needs a SLURM controller: scripts/slurm_local.sh up failed: {tail}")
+        started = not was_up
+    elif not was_up:
+        pytest.skip(
+            "needs a SLURM controller: none answers `scontrol ping`, and starting the local one "
+            "(scripts/slurm_local.sh up) needs root and apt-get"
+        )
+    yield
+    if started:
+        subprocess.run(["bash", str(SLURM_SCRIPT), "down"], capture_output=True, timeout=120)
+
+
+@pytest.fixture(autouse=True)
+def _slurm_marked_tests_need_a_cluster(request):
+    if request.node.get_closest_marker("slurm"):
+        request.getfixturevalue("slurm_cluster")

@@ -1,0 +1,20 @@
+"""Test-only Hydra callbacks for the slurm tests (not production code; loaded by `_target_`).
+
+`SigkillOnJobStart` makes a job die the hardest way, SIGKILL from inside, before it writes
+anything: no result pickle, no exception for submitit to report. Used as
+`+hydra.callbacks.sigkill._target_=tests.integration.slurm_callbacks.SigkillOnJobStart`, which the
+launching process (cwd = repo root) and the SLURM job (same cwd) can both import.
+"""
+
+import os
+import signal
+
+from hydra.experimental.callback import Callback
+
+
+class SigkillOnJobStart(Callback):
+    """SIGKILL the job process as it starts; only inside a SLURM job, never the launcher."""
+
+    def on_job_start(self, config, **kwargs) -> None:
+        if os.environ.get("SLURM_JOB_ID"):
+            os.kill(os.getpid(), signal.SIGKILL)
