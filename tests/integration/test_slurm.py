@@ -5,11 +5,13 @@ apt) and skips with the reason otherwise (tests/conftest.py, fixture `slurm_clus
 """
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.conftest import run_warpk
+from tests.conftest import REPO, run_warpk
 from warpk.tracking import read_offline_run
 
 pytestmark = pytest.mark.slurm
@@ -64,3 +66,62 @@ def test_job_killed_by_sigkill_is_reported_failed_not_hung(tmp_path):
     assert result.returncode != 0
     assert "has not produced any output (state: FAILED)" in result.stderr, result.stderr[-3000:]
     assert not (tmp_path / "0" / "summary.json").exists()
+
+
+def _wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"never saw {what}; launcher rc={proc.returncode}\n{err[-3000:]}")
+        time.sleep(0.2)
+
+
+def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path):
+    # SLURM's time-limit warning is USR2 sent `signal_delay_s` before the limit; with a 5-min limit
+    # submitit counts any USR2 as a timeout (its "guaranteed walltime" is negative below 10 min), so
+    # sending it early is the time-limit path without waiting minutes for the scheduler's clock.
+    records = tmp_path / "0" / "records.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "warpk",
+            "-m",
+            "seed=5",
+            "hydra/launcher=slurm_local",
+            "hydra.launcher.max_num_timeout=1",  # one requeue after a timeout
+            "tasks.subset=[01_softmax,02_layer_norm,04_rms_norm]",
+            "evaluate.timing_trials=100",
+            "evaluate.result_cache=false",
+            "logger=disabled",
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(lambda: records.exists() and records.read_text().count("\n") >= 1, 60, "a first record", proc)
+    first = records.read_text().splitlines()[0]
+    job_id = next(p.name for p in (tmp_path / ".submitit").iterdir() if p.name.isdigit())
+    subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
+
+    def state() -> str:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+        return out.stdout.strip()
+
+    _wait_for(lambda: state() == "PENDING", 30, "the job requeued (PENDING)", proc)
+    # a requeued job waits ~2 min (BeginTime) before it may start again; skip the wait
+    subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True, timeout=30)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err[-3000:]
+    log = next((tmp_path / ".submitit" / job_id).glob("*_log.out")).read_text()
+    assert "Requeued job" in log
+    assert "resumed after requeue:" in log
+    kept = int(log.split("resumed after requeue: ", 1)[1].split(" ", 1)[0])
+    lines = records.read_text().splitlines()
+    assert kept >= 1 and lines[0] == first  # the first attempt's measurement, not a new one
+    assert [json.loads(x)["status"] for x in lines] == ["ok"] * 3  # killed workers' items redone
+    assert json.loads((tmp_path / "0" / "summary.json").read_text())["n_candidates"] == 3

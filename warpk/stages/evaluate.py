@@ -5,6 +5,9 @@ What is evaluated:
   - otherwise the `tasks` suite with each task's bundled solutions (kernelbench/solutions/).
 
 Records are appended to records.jsonl as they arrive, so an interrupted run keeps what it did.
+A SLURM job that submitit requeued after a time limit or a preemption (SLURM_RESTART_COUNT > 0)
+runs again in the same run dir and resumes: the records of its previous attempt are kept, only
+the rest is evaluated.
 
 Non-goals: no policy sampling here yet (evaluating a trained policy comes with the GRPO issue).
 """
@@ -12,6 +15,7 @@ Non-goals: no policy sampling here yet (evaluating a trained policy comes with t
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,6 +123,30 @@ def summary_table(summary: dict) -> Table:
     return table
 
 
+# SLURM signals every process of the job step at a time limit or preemption, the sandbox workers
+# too: their last records say crashed/timeout because of the requeue, not the candidate.
+REDO_ON_RESUME = ("crashed", "timeout")
+
+
+def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalRecord]:
+    """What an earlier attempt of this job wrote for a prefix of `items`, up to the first record a
+    requeue may have caused (crashed, timeout) or a torn last line: those items run again."""
+    if not records_path.exists():
+        return []
+    done: list[EvalRecord] = []
+    for line, item in zip(records_path.read_text().splitlines(), items, strict=False):
+        try:
+            record = EvalRecord.from_json(line)
+        except Exception:  # noqa: BLE001 - killed mid-write: evaluate that item again
+            break
+        if (record.task_id, record.candidate) != (item.task.task_id, item.candidate):
+            break
+        if record.status in REDO_ON_RESUME:
+            break
+        done.append(record)
+    return done
+
+
 def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Evaluate, write `records.jsonl` under `run_dir`, print tables; returns the summary."""
     console = Console(width=None if Console().is_terminal else 160)
@@ -129,10 +157,18 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
             f"{config.hardware.name} has no GPU to run them[/yellow]"
         )
     evaluator = Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
-    records: list[EvalRecord] = []
     records_path = run_dir / "records.jsonl"
+    # SLURM sets SLURM_RESTART_COUNT in a requeued job: the only case where this run dir already
+    # holds this job's own records (a re-run into the same hydra.run.dir starts over).
+    requeued = int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
+    records: list[EvalRecord] = previous_records(records_path, items) if requeued else []
+    if requeued:
+        console.print(
+            f"resumed after requeue: {len(records)} of {len(items)} records kept from the last attempt"
+        )
+    done = len(records)
     with (
-        records_path.open("w") as sink,
+        records_path.open("w") as sink,  # rewritten: a torn last line of a killed attempt goes
         Progress(
             TextColumn("[bold]evaluate[/bold]"),
             BarColumn(),
@@ -143,11 +179,14 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
             transient=True,
         ) as progress,
     ):
-        bar = progress.add_task("", total=len(items))
+        bar = progress.add_task("", total=len(items), completed=done)
+        for record in records:
+            sink.write(record.to_json() + "\n")
 
         arrived: dict[int, EvalRecord] = {}
 
         def on_record(index: int, record: EvalRecord) -> None:  # as records arrive, from lanes
+            index += done
             arrived[index] = record
             while len(records) in arrived:  # records.jsonl keeps the order of the items
                 ready = arrived.pop(len(records))
@@ -165,7 +204,7 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
                 bar, advance=1, description=f"{record.task_id} {record.candidate}: {record.status}"
             )
 
-        ordered = evaluator.evaluate_many(items, on_record=on_record)
+        ordered = records[:done] + evaluator.evaluate_many(items[done:], on_record=on_record)
     summary = summarize(ordered)
     summary["n_skipped"] = float(len(skipped))
     sources = sorted({r.energy_source for r in ordered if r.energy_j is not None})
