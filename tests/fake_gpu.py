@@ -24,8 +24,10 @@ class FakeGpu:
     """Exact energy bookkeeping on a fake clock; the NVML handle of the fake is the FakeGpu itself."""
 
     def __init__(self, idle_w: float = 100.0, busy_w: float = 400.0, tick_s: float = 0.1,
-                 phase_s: float = 0.0371, sensor_window_s: float | None = None, energy0_j: float = 5000.0):
+                 phase_s: float = 0.0371, sensor_window_s: float | None = None, energy0_j: float = 5000.0,
+                 pci_bus_id: str = "00000000:19:00.0", uuid: str = "GPU-00000000-fake"):
         assert 0 < phase_s <= tick_s
+        self.pci_bus_id, self.uuid = pci_bus_id, uuid
         self.idle_w, self.busy_w, self.tick_s, self.phase_s = idle_w, busy_w, tick_s, phase_s
         self.sensor_window_s = sensor_window_s
         self.now = 0.0
@@ -95,6 +97,9 @@ def fake_nvml(gpus: list[FakeGpu], fail: dict[str, int] | None = None, init_erro
         "nvmlShutdown": lambda: None,
         "nvmlDeviceGetCount": lambda: len(gpus),
         "nvmlDeviceGetHandleByIndex": lambda i: gpus[i],
+        "nvmlDeviceGetIndex": lambda h: gpus.index(h),
+        "nvmlDeviceGetHandleByPciBusId": lambda bus: _find(gpus, lambda g: _pci(g.pci_bus_id) == _pci(bus)),
+        "nvmlDeviceGetHandleByUUID": lambda uuid: _find(gpus, lambda g: g.uuid == uuid),
         "nvmlDeviceGetName": lambda h: "NVIDIA H200 (fake)",
         "nvmlDeviceGetTotalEnergyConsumption": lambda h: h.energy_mj(),
         "nvmlDeviceGetPowerUsage": lambda h: int(round(h.last_power_w * 1000)),
@@ -127,3 +132,21 @@ def _raiser(code: int):
         raise pynvml.NVMLError(code)
 
     return raise_
+
+
+def _pci(bus_id: str) -> tuple[int, ...]:
+    """'domain:bus:device.function' (hex, any width, either case) as numbers; NVML accepts both
+    the 8- and the 4-digit domain spellings."""
+    try:
+        domain, bus, rest = bus_id.split(":")
+        device, function = rest.split(".")
+        return tuple(int(x, 16) for x in (domain, bus, device, function))
+    except ValueError:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT) from None
+
+
+def _find(gpus: list[FakeGpu], match) -> FakeGpu:
+    for gpu in gpus:
+        if match(gpu):
+            return gpu
+    raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)

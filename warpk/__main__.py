@@ -34,7 +34,7 @@ from warpk.config import (
     field_at,
     register_configs,
 )
-from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require_device
+from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require_device, resolve_energy
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
 
@@ -167,6 +167,7 @@ def main(cfg: DictConfig) -> dict:
         config = to_run_config(cfg)
         check_available(config.stage)
         require_device(config.hardware.device, config.hardware.name)
+        resolve_energy(config.evaluate.energy, config.hardware.device, config.hardware.name)
     except (ConfigError, HardwareError, StageUnavailable) as err:
         sys.exit(f"warpk: {err}")
     _seed_everything(config.seed)

@@ -240,6 +240,10 @@ class EvaluateConfig(_Checked):
     result_cache: bool = True  # reuse the record of an identical (task, candidate, hardware, protocol)
     tolerance_fp32: float = number(1e-4, 0.0, 1.0)  # atol = rtol for float32 outputs
     tolerance_low_precision: float = number(1e-2, 0.0, 1.0)  # atol = rtol for fp16 / bf16
+    # Energy per call: nvml = measured on the GPU's NVML counter (docs/energy.md), model = power
+    # model x runtime, none = not measured; auto = nvml on a cuda device, model on the CPU.
+    energy: str = one_of("auto", "auto", "nvml", "model", "none")
+    energy_repeats: int = number(3, 1, 100)  # nvml: aligned windows each of reference and candidate
 
     def check(self) -> None:
         if self.candidate_files and not self.task_file:

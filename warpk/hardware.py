@@ -57,3 +57,25 @@ def require_device(device: str, profile: str, gpu_names: list[str] | None = None
             f"hardware={profile} needs an NVIDIA GPU and NVML finds none on this "
             "machine; use hardware=auto or hardware=cpu"
         )
+
+
+def resolve_energy(requested: str, device: str, profile: str, gpu_names: list[str] | None = None) -> str:
+    """The energy mode the evaluator uses: `auto` -> nvml on a cuda device, model on the CPU.
+
+    Raises HardwareError at stage start (not per candidate) when nvml is asked for where NVML
+    cannot measure: a CPU profile, or a machine whose NVML reports no GPU.
+    """
+    if requested == "auto":
+        return "nvml" if device == "cuda" else "model"
+    if requested == "nvml":
+        if device != "cuda":
+            raise HardwareError(
+                f"evaluate.energy=nvml needs a GPU profile, but hardware={profile} runs on the CPU; "
+                "use evaluate.energy=model or none, or a GPU hardware profile"
+            )
+        if not (detect_gpu_names() if gpu_names is None else gpu_names):
+            raise HardwareError(
+                "evaluate.energy=nvml needs NVML and NVML finds no GPU on this machine; "
+                "use evaluate.energy=model or none"
+            )
+    return requested

@@ -67,6 +67,12 @@ class EvalRecord:
     correctness_s: float | None = None
     timing_s: float | None = None
     wall_s: float | None = None  # whole worker, including process start and imports
+    # Measured energy only (energy_source nvml/sampler), None otherwise:
+    ref_energy_uncertainty_j: float | None = None
+    ref_window_s: float | None = None
+    idle_power_w: float | None = None  # observed before the windows; never subtracted from energy_j
+    energy_error: str | None = None  # why a requested measurement gave no energy (source is then none)
+    energy_s: float | None = None  # phase timing of the energy measurement inside the worker
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

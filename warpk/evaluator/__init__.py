@@ -10,8 +10,11 @@
   4. one measuring lane per GPU runs one sandboxed worker at a time (warpk.evaluator.worker),
      taking items in order as their builds finish;
   5. a measured runtime below the task's roofline floor becomes `implausible`.
-Energy: until measured telemetry is wired in, every energy figure is modelled from the hardware
-profile and labelled `energy_source="model"`.
+Energy (`evaluate.energy`, resolved once at construction): `nvml` -> the worker measures both
+reference and candidate on the GPU's NVML counter (warpk.evaluator.energy), `energy_source="nvml"`;
+a failed measurement leaves energy None with `energy_source="none"` and `energy_error` saying why,
+never a modelled stand-in. `model` -> power model x measured runtime, `energy_source="model"`.
+`none` -> no energy figures.
 
 Non-goals here: trl, peft, wandb or hydra (workers re-import this package in fresh processes).
 """
@@ -31,14 +34,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from warpk.config import EvaluateConfig, HardwareConfig
+from warpk.evaluator.energy import IDLE_WINDOW_S
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
 from warpk.evaluator.sandbox import Limits, WorkerProcess, run_worker
 from warpk.evaluator.static import candidate_backend, check_source
+from warpk.hardware import resolve_energy
 from warpk.records import EvalRecord
 from warpk.tasks import Task
 from warpk.telemetry.model import modelled_energy
 
-PROTOCOL_VERSION = 2  # bump whenever a change in the protocol changes what a record means
+PROTOCOL_VERSION = 3  # bump whenever a change in the protocol changes what a record means
 CACHEABLE = ("ok", "static_reject", "compile_error", "runtime_error", "incorrect", "implausible")
 RESULT_FIELDS = (
     "status",
@@ -55,6 +60,18 @@ RESULT_FIELDS = (
     "compile_s",
     "correctness_s",
     "timing_s",
+    "energy_s",
+)
+MEASURED_ENERGY_FIELDS = (
+    "energy_j",
+    "energy_uncertainty_j",
+    "avg_power_w",
+    "window_s",
+    "ref_energy_j",
+    "ref_energy_uncertainty_j",
+    "ref_avg_power_w",
+    "ref_window_s",
+    "idle_power_w",
 )
 
 
@@ -103,6 +120,7 @@ class Evaluator:
         self.protocol = protocol
         self.hardware = hardware
         self.shape = resolve_shape(shape, hardware)
+        self.energy = resolve_energy(protocol.energy, hardware.device, hardware.name)
         self.seed = seed
         self.cache_dir = Path(protocol.cache_dir) if protocol.cache_dir else default_cache_dir()
         self.lanes = lanes if lanes is not None else self._default_lanes()
@@ -137,6 +155,12 @@ class Evaluator:
             "seed": self.seed,
             "protocol": dataclasses.asdict(self.protocol),
             "build_dir": self._build_dir(item),
+            "energy": {
+                "mode": self.energy,
+                "min_window_s": self.hardware.min_energy_window_s or 0.0,
+                "repeats": self.protocol.energy_repeats,
+                "idle_window_s": IDLE_WINDOW_S,
+            },
         }
 
     def _lane_env(self, lane: str | None) -> dict[str, str]:
@@ -225,18 +249,31 @@ class Evaluator:
         reason = implausible_reason(fields["runtime_ms"], floor_ms, self.hardware)
         if reason:
             return EvalRecord(**base, **{**fields, "status": "implausible", "error": reason})
-        new = modelled_energy(self.hardware, fields["runtime_ms"], self.protocol.num_threads)
-        ref = modelled_energy(self.hardware, fields["ref_runtime_ms"], self.protocol.num_threads)
         return EvalRecord(
             **base,
             **fields,
             speedup=fields["ref_runtime_ms"] / fields["runtime_ms"],
-            energy_j=new.energy_j,
-            ref_energy_j=ref.energy_j,
-            avg_power_w=new.avg_power_w,
-            ref_avg_power_w=ref.avg_power_w,
-            energy_source="model",
+            **self._energy(outcome.result, fields),
         )
+
+    def _energy(self, result: dict, fields: dict) -> dict:
+        """The record's energy fields under this evaluator's energy mode (never mixed)."""
+        if self.energy == "none":
+            return {"energy_source": "none"}
+        if self.energy == "model":
+            new = modelled_energy(self.hardware, fields["runtime_ms"], self.protocol.num_threads)
+            ref = modelled_energy(self.hardware, fields["ref_runtime_ms"], self.protocol.num_threads)
+            return dict(
+                energy_j=new.energy_j,
+                ref_energy_j=ref.energy_j,
+                avg_power_w=new.avg_power_w,
+                ref_avg_power_w=ref.avg_power_w,
+                energy_source="model",
+            )
+        if result.get("energy_j") is None or result.get("ref_energy_j") is None:
+            error = result.get("energy_error") or "the worker returned no nvml energy measurement"
+            return {"energy_source": "none", "energy_error": error}
+        return {"energy_source": self.energy, **{k: result.get(k) for k in MEASURED_ENERGY_FIELDS}}
 
     # --- result cache -------------------------------------------------------------------
     def result_key(self, item: EvalItem) -> str:

@@ -20,6 +20,9 @@ cache, with the GPU hidden); "measure" does everything:
   5. timing: rotating fresh input copies, L2 flushed before every timed call on GPU, CUDA
      events around a device-wide synchronize (perf_counter on CPU), reference and candidate
      interleaved in a seeded random order, every timed candidate output verified.
+  6. energy (evaluate.energy=nvml, CUDA only): reference and candidate on the GPU's NVML
+     energy counter, back to back, alternating (warpk.evaluator.energy); a meter failure is
+     reported as energy_error, never replaced by a modelled value.
 A CUDA fault (illegal address, device-side assert) is reported as `crashed`.
 """
 
@@ -295,6 +298,46 @@ def timing(torch, dev: Device, task, reference, model_new, protocol: dict, seed:
     }
 
 
+ENERGY_INPUT_SETS = 3  # fresh input sets the energy loop rotates through
+
+
+def energy(torch, dev: Device, task, reference, model_new, protocol: dict, seed: int, spec: dict) -> dict:
+    """Measured energy per call of both (warpk.evaluator.energy) on fresh inputs, after timing.
+
+    The calls run back to back over a few fresh input sets, the same way for both; the
+    candidate's last output is checked against the reference. A meter or NVML failure returns
+    `energy_error` (the record says why); a candidate failure is the candidate's verdict.
+    """
+    from warpk.evaluator.energy import measure_pair, open_cuda_meter
+
+    sets = [_inputs(torch, task, seed * 1000 + 900 + k, dev.device) for k in range(ENERGY_INPUT_SETS)]
+    last: dict[str, tuple] = {}
+
+    def looped(name: str, fn):
+        calls = iter(range(1 << 62))
+
+        def call() -> None:
+            k = next(calls) % len(sets)
+            last[name] = (k, _call(fn, sets[k], f"{name} in the energy loop"))
+
+        return call
+
+    try:
+        props = torch.cuda.get_device_properties(dev.device)
+        with open_cuda_meter(props, spec["min_window_s"]) as meter:
+            fields = measure_pair(meter, looped("reference", reference), looped("candidate", model_new),
+                                  dev.sync, spec["repeats"], spec["idle_window_s"])
+    except Verdict:
+        raise
+    except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
+        if _is_cuda_fault(err):
+            raise _fail(err, "in the energy loop") from err
+        return {"energy_error": f"nvml energy measurement failed: {one_line(err)}"}
+    k, out = last["candidate"]
+    check_correct(torch, reference(*clone_inputs(torch, sets[k])), out, protocol, "an energy-loop call")
+    return fields
+
+
 def evaluate(request: dict) -> dict:
     """Evaluate one candidate; returns the result dict (see module docstring)."""
     protocol = request["protocol"]
@@ -330,7 +373,12 @@ def evaluate(request: dict) -> dict:
         result["correctness_s"] = time.perf_counter() - start
         start = time.perf_counter()
         result.update(timing(torch, dev, task, reference, model_new, protocol, request["seed"]))
-    result["timing_s"] = time.perf_counter() - start
+        result["timing_s"] = time.perf_counter() - start
+        spec = request.get("energy") or {}
+        if spec.get("mode") == "nvml" and dev.cuda:
+            start = time.perf_counter()
+            result.update(energy(torch, dev, task, reference, model_new, protocol, request["seed"], spec))
+            result["energy_s"] = time.perf_counter() - start
     return result
 
 

@@ -10,11 +10,12 @@ pre-Volta GPUs (they have no energy counter: the meter refuses them).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
 from warpk.telemetry.meter import CounterReading, EnergyMeasurement, EnergyMeter, MeterError, MeterSettings
-from warpk.telemetry.windows import measure_with_counter
+from warpk.telemetry.windows import measure_with_counter, observe_idle
 
 
 class NvmlCounter:
@@ -86,6 +87,16 @@ class NvmlEnergyMeter(EnergyMeter):
             raise MeterError("NvmlEnergyMeter is closed")
         return measure_with_counter(fn, sync, self.counter, self.settings, self.source, self.clock,
                                     self.sleep)
+
+    def observe_idle(self, seconds: float) -> tuple[float, float | None]:
+        """(idle power in W, counter update period in s or None) over >= `seconds` of idle.
+
+        The caller makes sure nothing of its own runs on the device (sync first).
+        """
+        if not self._open:
+            raise MeterError("NvmlEnergyMeter is closed")
+        settings = dataclasses.replace(self.settings, idle_window_s=seconds)
+        return observe_idle(self.counter, settings, self.clock, self.sleep)
 
     def close(self) -> None:
         if self._open:
