@@ -216,3 +216,15 @@ def test_energy_modes_resolve_and_nvml_without_a_gpu_fails_with_the_reason():
         resolve_energy("nvml", "cpu", "cpu")
     with pytest.raises(HardwareError, match="NVML finds no GPU"):
         resolve_energy("nvml", "cuda", "h200", [])
+
+
+def test_results_table_says_why_energy_is_missing(monkeypatch):
+    from rich.console import Console
+
+    from warpk.stages.evaluate import results_table
+
+    result = {**TIMED, "energy_error": "nvml energy measurement failed: MeterError: GPU is lost"}
+    record, _ = record_for(monkeypatch, "nvml", H200, result)
+    console = Console(width=400, record=True)
+    console.print(results_table([record], "h200"))
+    assert "energy not measured: nvml energy measurement failed" in console.export_text()

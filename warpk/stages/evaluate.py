@@ -110,7 +110,7 @@ def results_table(records: list[EvalRecord], hardware: str) -> Table:
             _fmt(r.speedup, ".2f"),
             _fmt(energy, ".2f"),
             _fmt(r.max_abs_err, ".1e"),
-            (r.error or "")[:200],
+            (r.error or (f"energy not measured: {r.energy_error}" if r.energy_error else ""))[:200],
         )
     return table
 
@@ -207,6 +207,7 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
         ordered = records[:done] + evaluator.evaluate_many(items[done:], on_record=on_record)
     summary = summarize(ordered)
     summary["n_skipped"] = float(len(skipped))
+    summary["n_energy_error"] = float(sum(r.energy_error is not None for r in ordered))
     sources = sorted({r.energy_source for r in ordered if r.energy_j is not None})
     summary["energy_source"] = "+".join(sources) or "none"  # labels geomean_energy_ratio
     console.print(results_table(ordered, config.hardware.name))
