@@ -64,3 +64,22 @@ def test_h200_softmax_records_nvml_energy_for_reference_and_candidate():
         assert r.window_s >= 1.0 and r.ref_window_s >= 1.0  # hardware.min_energy_window_s
         assert r.idle_power_w is not None and 0 < r.idle_power_w < r.avg_power_w
         assert 0 < r.energy_s < 60
+
+
+@pytest.mark.gpu
+def test_every_cuda_lane_maps_to_its_own_nvml_device():
+    """With CUDA_DEVICE_ORDER=PCI_BUS_ID, CUDA_VISIBLE_DEVICES=i is NVML device i: the mapping
+    from the worker's CUDA device 0 (real torch properties) must find i, not 0."""
+    import os
+    import subprocess
+    import sys
+
+    from warpk.hardware import detect_gpu_names
+
+    code = ("import pynvml, torch; from warpk.evaluator.energy import nvml_index_for_cuda; "
+            "pynvml.nvmlInit(); print(nvml_index_for_cuda(torch.cuda.get_device_properties(0), pynvml))")
+    for i in range(len(detect_gpu_names())):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0 and out.stdout.strip() == str(i), out.stderr
