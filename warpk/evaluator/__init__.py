@@ -343,7 +343,7 @@ class Evaluator:
         keys = [self.result_key(item) for item in items]
         first: dict[str, int] = {}
         duplicates: list[int] = []
-        todo: deque[int] = deque()
+        pending: deque[int] = deque()
         for i, item in enumerate(items):
             record = self.static_verdict(item) or self.cached(keys[i], item)
             if record is not None:
@@ -353,7 +353,7 @@ class Evaluator:
                 duplicates.append(i)
             else:
                 first[keys[i]] = i
-                todo.append(i)
+                pending.append(i)
 
         with (
             ThreadPoolExecutor(self.compile_workers, thread_name_prefix="compile") as compile_pool,
@@ -361,7 +361,7 @@ class Evaluator:
         ):
             builds: dict[int, Future] = {
                 i: compile_pool.submit(self.compile, items[i])
-                for i in todo
+                for i in pending
                 if self.hardware.device == "cuda" and candidate_backend(items[i].candidate_source) == "cuda"
             }
             queue_lock = threading.Lock()
@@ -371,9 +371,9 @@ class Evaluator:
                 try:
                     while True:
                         with queue_lock:
-                            if not todo:
+                            if not pending:
                                 return
-                            i = todo.popleft()
+                            i = pending.popleft()
                         record = builds[i].result() if i in builds else None
                         record = record or self.measure(items[i], worker)
                         self.store(keys[i], record)
