@@ -1,0 +1,242 @@
+"""Reward terms, the combiner and the trl adapters, on records built by hand (docs/rewards.md)."""
+
+import ast
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+
+from warpk.config import RewardConfig, SlaConfig
+from warpk.records import STATUSES, EvalRecord
+from warpk.rewards import (
+    TIER_FIELD,
+    SharedBatch,
+    TermReward,
+    correctness,
+    energy,
+    ipw,
+    ok_floor,
+    power,
+    reward_functions,
+    sla_violation,
+    speedup,
+    total_reward,
+)
+
+M1 = RewardConfig()  # conf/reward/kernel.yaml: alpha only
+M2 = RewardConfig(name="energy", alpha_speedup=1.0, beta_energy=1.0, delta_power=0.1)
+M3 = RewardConfig(name="ipw_blend", alpha_speedup=1.0, beta_energy=1.0, delta_power=0.1, ipw_blend=0.25)
+LN2 = math.log(2.0)
+
+
+def _ok(runtime=1.0, ref_runtime=2.0, power_w=100.0, ref_power_w=100.0, source="nvml", **kw):
+    measured = source != "none"
+    return EvalRecord(
+        task_id=kw.pop("task_id", "t"),
+        candidate="c.py",
+        candidate_sha="x",
+        status="ok",
+        runtime_ms=runtime,
+        ref_runtime_ms=ref_runtime,
+        speedup=ref_runtime / runtime,
+        energy_j=runtime * power_w / 1000 if measured else None,
+        ref_energy_j=ref_runtime * ref_power_w / 1000 if measured else None,
+        avg_power_w=power_w if measured else None,
+        ref_avg_power_w=ref_power_w if measured else None,
+        energy_source=source,
+        **kw,
+    )
+
+
+def _failed(status, task_id="t"):
+    return EvalRecord(task_id=task_id, candidate="c.py", candidate_sha="x", status=status, error="why")
+
+
+# -- terms -------------------------------------------------------------------------------------
+
+
+def test_speedup_is_log_ratio():
+    assert speedup(_ok(1.0, 2.0)) == pytest.approx(LN2)
+    assert speedup(_ok(2.0, 2.0)) == 0.0  # speedup 1 -> 0
+    assert speedup(_ok(4.0, 2.0)) == pytest.approx(-LN2)
+    assert speedup(_failed("incorrect")) is None
+
+
+def test_energy_half_is_ln2_and_power_parity_is_zero():
+    rec = _ok(runtime=1.0, ref_runtime=2.0)  # same power, half the time -> half the energy
+    assert energy(rec) == pytest.approx(LN2)
+    assert power(rec) == pytest.approx(0.0)
+    lower_power = _ok(runtime=2.0, ref_runtime=2.0, power_w=50.0, ref_power_w=100.0)
+    assert energy(lower_power) == pytest.approx(LN2)
+    assert power(lower_power) == pytest.approx(0.5)
+    assert speedup(lower_power) == 0.0
+
+
+def test_modelled_energy_is_none_unless_allowed():
+    rec = _ok(source="model")
+    assert energy(rec) is None and power(rec) is None and ipw(rec) is None
+    assert energy(rec, allow_modelled=True) == pytest.approx(LN2)
+
+
+def test_missing_energy_on_cpu_is_none_and_total_is_speedup_only():
+    for source in ("none", "model"):
+        rec = _ok(runtime=1.0, ref_runtime=2.0, source=source)
+        assert energy(rec) is None and power(rec) is None and ipw(rec) is None
+        assert total_reward(rec, M2) == pytest.approx(total_reward(rec, M1)) == pytest.approx(LN2)
+        assert total_reward(rec, M3) == pytest.approx(LN2)
+
+
+def test_failed_measurement_is_imputed_no_better_than_parity():
+    slow = _ok(runtime=4.0, ref_runtime=2.0, source="none", energy_error="window too short")
+    fast = _ok(runtime=1.0, ref_runtime=2.0, source="none", energy_error="window too short")
+    assert energy(slow) == pytest.approx(-LN2) and ipw(slow) == pytest.approx(-LN2)
+    assert energy(fast) == 0.0 and power(fast) is None
+    measured_slow = _ok(runtime=4.0, ref_runtime=2.0)  # same power: energy term = -ln 2
+    assert total_reward(slow, M2) <= total_reward(measured_slow, M2) + 1e-12
+
+
+def test_ipw_equals_energy_term():
+    rec = _ok(runtime=1.5, ref_runtime=2.0, power_w=120.0, ref_power_w=90.0)
+    assert ipw(rec) == pytest.approx(energy(rec))
+    assert ipw(rec) == pytest.approx(math.log((2.0 * 90.0) / (1.5 * 120.0)))
+
+
+def test_total_hand_computed_per_arm():
+    rec = _ok(runtime=1.0, ref_runtime=2.0, power_w=50.0, ref_power_w=100.0)  # 2x faster, 4x less energy
+    assert total_reward(rec, M1) == pytest.approx(LN2)
+    assert total_reward(rec, M2) == pytest.approx(LN2 + math.log(4) + 0.1 * 0.5)
+    assert total_reward(rec, M3) == pytest.approx(LN2 + math.log(4) + 0.05 + 0.25 * math.log(4))
+    hrl = RewardConfig(name="hrl", gamma_sla=1.0)
+    assert total_reward(rec, hrl, sla=0.25) == pytest.approx(LN2 - 0.25)
+
+
+# -- tiers -------------------------------------------------------------------------------------
+
+
+def test_every_failure_status_has_a_tier_and_tiers_are_ordered():
+    assert set(TIER_FIELD) == set(STATUSES) - {"ok"}
+    cfg = M1
+    r = {s: total_reward(_failed(s), cfg) for s in TIER_FIELD}
+    assert total_reward(None, cfg) == cfg.reward_no_code == r["static_reject"]
+    assert r["static_reject"] < r["compile_error"] < r["incorrect"]
+    assert r["incorrect"] == r["runtime_error"]
+    assert r["timeout"] == r["crashed"] == r["compile_error"]
+    very_slow = _ok(runtime=100.0, ref_runtime=1.0)
+    assert total_reward(very_slow, cfg) == ok_floor(cfg) > r["incorrect"]
+    assert correctness(_ok(), cfg) == 0.0
+
+
+@pytest.mark.parametrize("cfg", [M1, M2, M3])
+def test_implausible_is_never_rewarded(cfg):
+    rec = EvalRecord(
+        task_id="t", candidate="c.py", candidate_sha="x", status="implausible", error="below floor",
+        runtime_ms=0.001, ref_runtime_ms=10.0, speedup=1e4, energy_j=1e-6, ref_energy_j=1.0,
+        avg_power_w=1.0, ref_avg_power_w=100.0, energy_source="nvml",
+    )
+    assert total_reward(rec, cfg) == cfg.reward_no_code <= total_reward(_failed("incorrect"), cfg)
+    assert total_reward(rec, cfg) <= 0
+    assert all(f(rec) is None for f in (speedup, energy, power, ipw))
+
+
+# -- SLA ---------------------------------------------------------------------------------------
+
+
+def test_sla_violation_fraction():
+    sla = SlaConfig(ttft_p95_s=1.0, e2e_p95_s=10.0)
+    assert sla_violation([0.5, 2.0, 0.5, 0.5], [5.0, 5.0, 11.0, 5.0], sla) == pytest.approx(0.5)
+    assert sla_violation([], [], sla) is None
+    with pytest.raises(ValueError):
+        sla_violation([0.1], [1.0, 2.0], sla)
+
+
+# -- trl adapters ------------------------------------------------------------------------------
+
+
+class RecordingSource:
+    """Test double: a completion 'fast' is 2x faster on its task, 'wrong' is incorrect, '' has no code."""
+
+    def __init__(self):
+        self.calls = []
+
+    def records_for(self, completions, task_ids):
+        self.calls.append((list(completions), list(task_ids)))
+        out = []
+        for c, t in zip(completions, task_ids, strict=True):
+            text = c if isinstance(c, str) else c[-1]["content"]
+            if not text:
+                out.append(None)
+            elif text == "wrong":
+                out.append(_failed("incorrect", task_id=t))
+            else:
+                out.append(_ok(1.0, 2.0 if text == "fast" else 1.0, task_id=t))
+        return out
+
+
+def test_adapter_one_value_per_completion_in_order_and_own_task_id():
+    src = RecordingSource()
+    fn = TermReward("total", src, M1)
+    completions = ["fast", "wrong", "", "same", "fast"]
+    tasks = ["a", "b", "c", "d", "e"]
+    values = fn(prompts=["p"] * 5, completions=completions, task_id=tasks, trainer_state=None)
+    assert values == pytest.approx([LN2, -0.5, -1.0, 0.0, LN2])
+    assert src.calls == [(completions, tasks)]  # each completion requested for its own task
+
+
+def test_adapter_records_carry_each_completions_task():
+    class Echo(RecordingSource):
+        def records_for(self, completions, task_ids):
+            records = super().records_for(completions, task_ids)
+            self.seen = [r.task_id for r in records if r is not None]
+            return records
+
+    src = Echo()
+    TermReward("speedup", src, M1)([None] * 3, ["fast", "fast", "fast"], ["x", "y", "z"])
+    assert src.seen == ["x", "y", "z"]
+
+
+def test_adapter_conversational_completions_and_none_terms():
+    src = RecordingSource()
+    msgs = [[{"role": "assistant", "content": "fast"}], [{"role": "assistant", "content": "wrong"}]]
+    assert TermReward("speedup", src, M1)(None, msgs, ["a", "b"]) == [pytest.approx(LN2), None]
+    assert TermReward("correctness", src, M1)(None, msgs, ["a", "b"]) == [0.0, -0.5]
+
+
+def test_reward_functions_share_one_call_and_have_names_and_weights():
+    src = RecordingSource()
+    funcs, weights = reward_functions(src, M3)
+    assert [f.__name__ for f in funcs] == ["total", "correctness", "speedup", "energy", "power", "ipw"]
+    assert weights == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    for f in funcs:
+        f(prompts=["p", "p"], completions=["fast", "wrong"], task_id=["a", "b"])
+    assert len(src.calls) == 1
+    m1_funcs, m1_weights = reward_functions(src, M1)
+    assert [f.__name__ for f in m1_funcs] == ["total", "correctness", "speedup"] and len(m1_weights) == 3
+
+
+def test_adapters_are_picklable_and_keep_their_name():
+    funcs, _ = reward_functions(SharedBatch(RecordingSource()), M2)
+    for f in funcs:
+        g = pickle.loads(pickle.dumps(f))
+        assert g.__name__ == f.__name__
+        assert g(None, ["fast"], ["a"]) == f(None, ["fast"], ["a"])
+
+
+def test_adapter_rejects_mismatched_task_ids_and_unknown_terms():
+    with pytest.raises(ValueError):
+        TermReward("total", RecordingSource(), M1)(None, ["a", "b"], ["t"])
+    with pytest.raises(ValueError):
+        TermReward("latency", RecordingSource(), M1)
+
+
+def test_rewards_package_stays_light():
+    heavy = {"trl", "peft", "wandb", "transformers", "hydra", "omegaconf", "datasets", "torch"}
+    pkg = Path(__file__).resolve().parents[2] / "warpk" / "rewards"
+    for path in pkg.rglob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module.split(".")[0])
+        assert not names & heavy, path.name

@@ -1,0 +1,176 @@
+"""Reward terms: pure functions of one EvalRecord (DESIGN.md 4.4, docs/rewards.md).
+
+Every term is dimensionless and returns `float | None`; None means "not measured" (never a
+stand-in number). Terms of a failed record are None except `correctness`, which carries the
+failure tier. `total_reward` combines them with the weights of a RewardConfig.
+
+Non-goals: no evaluation, no I/O, no trl/hydra/wandb imports (see warpk.rewards.adapters).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from warpk.config import RewardConfig, SlaConfig
+from warpk.records import EvalRecord
+
+# Sources of energy that were measured on the device. "model" is excluded on purpose: modelled
+# energy = modelled power x measured runtime, so ln(ref_energy / energy) would be exactly
+# ln(speedup) again (warpk/telemetry/model.py) and the energy term would double-count speed.
+MEASURED_SOURCES = ("nvml", "sampler")
+
+# Status -> the RewardConfig field that holds its tier. Decisions (docs/rewards.md):
+#   timeout, crashed: the compile-error tier. Neither proves the candidate loaded (records.COMPILED)
+#     and both cost a worker; they must not score like an honest wrong answer.
+#   implausible: the no-code tier, the worst. Faster than the roofline floor means the timing was
+#     gamed or broken; it must never be rewarded and must never beat an honest failure.
+TIER_FIELD = {
+    "static_reject": "reward_no_code",
+    "implausible": "reward_no_code",
+    "compile_error": "reward_compile_error",
+    "timeout": "reward_compile_error",
+    "crashed": "reward_compile_error",
+    "runtime_error": "reward_incorrect",
+    "incorrect": "reward_incorrect",
+}
+
+
+def correctness(record: EvalRecord | None, cfg: RewardConfig) -> float:
+    """The failure tier of a failed record, 0.0 for an ok one; None (no code at all) -> no-code tier."""
+    if record is None:
+        return cfg.reward_no_code
+    if record.status == "ok":
+        return 0.0
+    return float(getattr(cfg, TIER_FIELD[record.status]))
+
+
+def _ratio_log(ref: float | None, value: float | None) -> float | None:
+    if ref is None or value is None or ref <= 0 or value <= 0:
+        return None
+    return math.log(ref / value)
+
+
+def _measured(record: EvalRecord, allow_modelled: bool) -> bool:
+    return record.energy_source in MEASURED_SOURCES or (allow_modelled and record.energy_source == "model")
+
+
+def speedup(record: EvalRecord | None) -> float | None:
+    """ln(ref_runtime_ms / runtime_ms) for an ok record: 0 at parity, ln 2 at twice as fast."""
+    if record is None or record.status != "ok":
+        return None
+    return _ratio_log(record.ref_runtime_ms, record.runtime_ms)
+
+
+def energy(record: EvalRecord | None, allow_modelled: bool = False) -> float | None:
+    """ln(ref_energy_j / energy_j) for an ok record with measured energy: ln 2 at half the energy.
+
+    None when energy was not measured, including modelled energy unless `allow_modelled`.
+    A measurement that was attempted and failed (`energy_error` set) is imputed pessimistically
+    as min(0, speedup term), so failing to be measured never beats parity (docs/rewards.md).
+    """
+    if record is None or record.status != "ok":
+        return None
+    if _measured(record, allow_modelled):
+        return _ratio_log(record.ref_energy_j, record.energy_j)
+    if record.energy_error:
+        s = speedup(record)
+        return None if s is None else min(0.0, s)
+    return None
+
+
+def power(record: EvalRecord | None, allow_modelled: bool = False) -> float | None:
+    """1 - avg_power_w / ref_avg_power_w for an ok record with measured power (0 at parity, <= 1)."""
+    if record is None or record.status != "ok" or not _measured(record, allow_modelled):
+        return None
+    if record.avg_power_w is None or not record.ref_avg_power_w:
+        return None
+    return 1.0 - record.avg_power_w / record.ref_avg_power_w
+
+
+def ipw(record: EvalRecord | None, allow_modelled: bool = False) -> float | None:
+    """ln(ipw / ref_ipw), ipw = calls per second per watt = 1 / (runtime_s x avg_power_w).
+
+    With energy per call = runtime_s x avg_power_w this is 1 / energy_j, so
+    ln(ipw / ref_ipw) = ln(ref_energy_j / energy_j): computed from runtime and average power
+    here, it equals the energy term up to the meter's own consistency (docs/rewards.md).
+    None where `energy` would be None; the same pessimistic imputation on a failed measurement.
+    """
+    if record is None or record.status != "ok":
+        return None
+    if not _measured(record, allow_modelled):
+        return energy(record, allow_modelled)  # None, or the imputation for a failed measurement
+    if None in (record.runtime_ms, record.avg_power_w, record.ref_runtime_ms, record.ref_avg_power_w):
+        return None
+    value = record.runtime_ms * record.avg_power_w  # type: ignore[operator]
+    ref = record.ref_runtime_ms * record.ref_avg_power_w  # type: ignore[operator]
+    return _ratio_log(ref, value)
+
+
+def sla_violation(
+    ttft_s: Sequence[float] | None, e2e_s: Sequence[float] | None, sla: SlaConfig
+) -> float | None:
+    """Fraction of requests with TTFT > sla.ttft_p95_s or end-to-end latency > sla.e2e_p95_s.
+
+    Latencies come from the serving environment (runtime controller, DESIGN.md 4.6); kernel
+    records carry none, so this is not a term of an EvalRecord. None for no requests.
+    """
+    ttft = list(ttft_s or [])
+    e2e = list(e2e_s or [])
+    n = max(len(ttft), len(e2e))
+    if n == 0:
+        return None
+    if ttft and e2e and len(ttft) != len(e2e):
+        raise ValueError(f"ttft_s has {len(ttft)} requests but e2e_s has {len(e2e)}")
+    bad = 0
+    for i in range(n):
+        late_first = bool(ttft) and ttft[i] > sla.ttft_p95_s
+        late_end = bool(e2e) and e2e[i] > sla.e2e_p95_s
+        bad += late_first or late_end
+    return bad / n
+
+
+def ok_floor(cfg: RewardConfig) -> float:
+    """The lowest total an ok record gets: halfway between reward_incorrect and 0.
+
+    Without it a correct but much slower kernel (alpha x ln(0.1) = -2.3) would score below an
+    incorrect one, and the tiers would teach the policy to stop being correct.
+    """
+    return cfg.reward_incorrect / 2.0
+
+
+def total_reward(
+    record: EvalRecord | None,
+    cfg: RewardConfig,
+    sla: float | None = None,
+    allow_modelled_energy: bool = False,
+) -> float:
+    """The scalar reward of one record.
+
+    Failed (or None = no code): its tier. Ok: max(ok_floor, alpha*speedup + beta*energy +
+    delta*power - gamma*sla + ipw_blend*ipw), a None term contributing 0 (as trl does).
+    `sla` is a violation fraction from `sla_violation` (runtime controller); None -> 0.
+    """
+    if record is None or record.status != "ok":
+        return correctness(record, cfg)
+    weighted = (
+        (cfg.alpha_speedup, speedup(record)),
+        (cfg.beta_energy, energy(record, allow_modelled_energy)),
+        (cfg.delta_power, power(record, allow_modelled_energy)),
+        (-cfg.gamma_sla, sla),
+        (cfg.ipw_blend, ipw(record, allow_modelled_energy)),
+    )
+    value = sum(w * t for w, t in weighted if t is not None and w != 0.0)
+    return max(ok_floor(cfg), float(value))
+
+
+def all_terms(record: EvalRecord | None, cfg: RewardConfig, allow_modelled_energy: bool = False) -> dict:
+    """Every term of one record by name (for logging and reports)."""
+    return {
+        "correctness": correctness(record, cfg),
+        "speedup": speedup(record),
+        "energy": energy(record, allow_modelled_energy),
+        "power": power(record, allow_modelled_energy),
+        "ipw": ipw(record, allow_modelled_energy),
+        "total": total_reward(record, cfg, allow_modelled_energy=allow_modelled_energy),
+    }
