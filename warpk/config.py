@@ -87,6 +87,7 @@ class ModelConfig(_Checked):
     title: str = ""
     trainer: str = one_of("sft", "sft", "grpo", "ppo", "hrl")
     stage: str = one_of("train", "train", "runtime", "hrl")
+    turns: int = number(1, 1, 16)  # GRPO multi-turn refinement: the evaluator's record is fed back
 
 
 @dataclass
@@ -104,6 +105,7 @@ class PolicyConfig(_Checked):
     target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     max_new_tokens: int = number(1024, 1, 32768)
     temperature: float = number(0.8, 0.0, 5.0)
+    checkpoint: str | None = None  # a trained LoRA adapter dir (stage=evaluate samples from it)
 
 
 @dataclass
@@ -251,6 +253,30 @@ class EvaluateConfig(_Checked):
 
 
 @dataclass
+class TrainConfig(_Checked):
+    """stage=train: M0 SFT and M1-M3 GRPO (issue #5). Owned by warpk/trainers."""
+
+    KEY: ClassVar[str] = "train"
+    max_steps: int = number(2, 1)
+
+
+@dataclass
+class RuntimeConfig(_Checked):
+    """stage=runtime / hrl: the serving environment, M4 PPO and its baselines (issue #6)."""
+
+    KEY: ClassVar[str] = "runtime"
+    eval_seeds: int = number(5, 1, 1000)
+
+
+@dataclass
+class ReportConfig(_Checked):
+    """stage=report: statistics, figures and tables from run dirs (issue #8)."""
+
+    KEY: ClassVar[str] = "report"
+    bootstrap_samples: int = number(10000, 100)
+
+
+@dataclass
 class RunConfig(_Checked):
     """The whole run: the stage to execute and every group's settings."""
 
@@ -264,6 +290,10 @@ class RunConfig(_Checked):
     tasks: TasksConfig = field(default_factory=TasksConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    results: str | None = None  # stage=report: a run dir, a sweep dir or a glob of them
 
 
 def field_at(key: str) -> dataclasses.Field | None:

@@ -6,6 +6,7 @@ returns a made-up result.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,9 +31,18 @@ def check_available(stage: str) -> None:
         raise StageUnavailable(f"stage={stage} is not available yet: {NOT_YET[stage]}")
 
 
+# stage -> "module:function"; imported only when the stage runs (training libraries are heavy)
+RUNNERS = {
+    "evaluate": "warpk.stages.evaluate:run_evaluate",
+    "train": "warpk.stages.train:run_train",
+    "runtime": "warpk.stages.runtime:run_runtime",
+    "hrl": "warpk.stages.hrl:run_hrl",
+    "report": "warpk.stages.report:run_report",
+}
+
+
 def run_stage(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Run `config.stage`; returns its summary metrics."""
     check_available(config.stage)
-    from warpk.stages.evaluate import run_evaluate
-
-    return run_evaluate(config, run_dir, log)
+    module, _, function = RUNNERS[config.stage].partition(":")
+    return getattr(importlib.import_module(module), function)(config, run_dir, log)
