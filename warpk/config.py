@@ -257,7 +257,22 @@ class TrainConfig(_Checked):
     """stage=train: M0 SFT and M1-M3 GRPO (issue #5). Owned by warpk/trainers."""
 
     KEY: ClassVar[str] = "train"
-    max_steps: int = number(2, 1)
+    # Defaults keep `stage=train policy=tiny` a couple of minutes on a 2-core CPU; real runs
+    # override them (conf/model/m*.yaml hold per-arm learning rates).
+    max_steps: int = number(2, 1)  # optimizer steps (SFT and GRPO)
+    learning_rate: float = number(1e-5, 0.0, 1.0)
+    per_device_batch_size: int = number(8, 1, 4096)  # GRPO: completions per device per step
+    gradient_accumulation_steps: int = number(1, 1, 1024)
+    num_generations: int = number(8, 2, 1024)  # GRPO group size: completions per prompt
+    beta: float = number(0.0, 0.0, 10.0)  # GRPO KL weight; > 0 keeps a reference model
+    max_prompt_length: int = number(4096, 16, 1_000_000)  # tokens; longer task prompts are left out
+    max_length: int = number(2048, 16, 1_000_000)  # SFT: prompt + solution tokens, truncated beyond
+    save_steps: int = number(50, 1)  # checkpoint every N steps (and always at the last step)
+    save_total_limit: int = number(2, 1, 1000)  # checkpoints kept in <run_dir>/checkpoints
+    resume: bool = True  # a restarted run in the same run dir continues from its latest checkpoint
+    turn_discount: float = number(0.5, 0.0, 1.0)  # model.turns > 1: credit of turn t scaled by this^t
+    samples_per_task: int = number(2, 1, 1024)  # held-out evaluation: k completions per task (pass@k)
+    heldout_eval: bool = True  # after training, sample + evaluate the held-out split (records.jsonl)
 
 
 @dataclass
@@ -265,7 +280,55 @@ class RuntimeConfig(_Checked):
     """stage=runtime / hrl: the serving environment, M4 PPO and its baselines (issue #6)."""
 
     KEY: ClassVar[str] = "runtime"
-    eval_seeds: int = number(5, 1, 1000)
+    # The simulated GPU: its power-cap range and clock profiles come from conf/hardware/<gpu>.yaml
+    # (the run's own `hardware` may be cpu: nothing here runs on the device unless actuator=nvml).
+    gpu: str = one_of("h200", "h200", "h100")
+    # Measured calibration (docs/runtime.md); a relative path is relative to the repository root.
+    calibration: str = "warpk/runtime/data/h200_qwen2.5-7b.json"
+    allow_fixture_calibration: bool = False  # tests only: accept a file marked "fixture"
+    arrival_process: str = one_of("bursty", "poisson", "bursty")
+    arrival_rate_rps: float = number(3.0, 0.01, 1000.0)  # mean requests per second
+    burst_factor: float = number(3.0, 1.0, 100.0)  # bursty: rate inside a burst / mean rate
+    burst_fraction: float = number(0.2, 0.0, 0.9)  # bursty: share of time spent in bursts
+    burst_mean_s: float = number(20.0, 0.1, 3600.0)  # bursty: mean burst length
+    prompt_tokens_mean: float = number(512.0, 1.0, 65536.0)  # lognormal prompt length
+    prompt_tokens_sigma: float = number(0.8, 0.0, 3.0)  # lognormal shape of prompt length
+    max_prompt_tokens: int = number(4096, 1, 65536)  # longer prompts are truncated
+    output_tokens_mean: float = number(256.0, 1.0, 65536.0)  # lognormal output length
+    output_tokens_sigma: float = number(0.8, 0.0, 3.0)
+    max_output_tokens: int = number(1024, 1, 65536)
+    max_prefill_tokens: int = number(8192, 1, 1_000_000)  # prompt tokens one prefill iteration takes
+    concurrency_choices: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128])
+    power_cap_step_w: float = number(100.0, 1.0, 1000.0)  # action grid: caps from max down to min
+    sm_clock_max_mhz: float = number(1980.0, 100.0, 5000.0)  # the default (boost) SM clock
+    control_period_s: float = number(5.0, 0.1, 600.0)  # one env step = one decision
+    episode_steps: int = number(48, 2, 100000)
+    sla_penalty: float = number(4.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests
+    ppo_timesteps: int = number(24000, 1, 100_000_000)
+    tuning_seeds: int = number(3, 1, 1000)  # episodes for the baselines' sweeps (never the eval seeds)
+    eval_seeds: int = number(5, 5, 1000)  # held-out episodes every policy is evaluated on
+    zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
+    actuator: str = one_of("simulated", "simulated", "nvml")
+    nvml_opt_in: bool = False  # actuator=nvml changes the GPU's power limit and clocks: say so here
+
+    def check(self) -> None:
+        if not self.concurrency_choices or any(
+            isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in self.concurrency_choices
+        ):
+            raise ConfigError(
+                f"runtime.concurrency_choices={self.concurrency_choices!r} is not allowed; "
+                "allowed: a non-empty list of integers >= 1"
+            )
+        if self.arrival_process == "bursty" and self.burst_factor * self.burst_fraction >= 1.0:
+            raise ConfigError(
+                f"runtime.burst_factor * runtime.burst_fraction = {self.burst_factor * self.burst_fraction:g} "
+                "must be < 1 (the rate outside bursts would be negative)"
+            )
+        if self.actuator == "nvml" and not self.nvml_opt_in:
+            raise ConfigError(
+                "runtime.actuator=nvml changes the GPU's power limit and clocks; "
+                "set runtime.nvml_opt_in=true to allow it (never on a shared GPU)"
+            )
 
 
 @dataclass
@@ -273,7 +336,19 @@ class ReportConfig(_Checked):
     """stage=report: statistics, figures and tables from run dirs (issue #8)."""
 
     KEY: ClassVar[str] = "report"
-    bootstrap_samples: int = number(10000, 100)
+    arm_keys: list[str] = field(default_factory=lambda: ["model.name"])  # config keys naming an arm
+    baseline_arm: str | None = None  # the arm others are tested against; None = first in sort order
+    confidence: float = number(0.95, 0.5, 0.999)  # of every interval
+    alpha: float = number(0.05, 0.0001, 0.5)  # Holm-adjusted p below this counts as significant
+    bootstrap_samples: int = number(10000, 100, 1000000)  # resamples of tasks
+    bootstrap_method: str = one_of("percentile", "percentile", "basic", "bca")
+    matched_runtime_tolerance: float = number(0.03, 0.0, 0.5)  # |runtime diff| / baseline runtime
+    allow_modelled_energy_compare: bool = False  # compare measured with modelled energy (labelled)
+    figures: bool = True  # write PNG figures (matplotlib, Agg)
+
+    def check(self) -> None:
+        if not self.arm_keys:
+            raise ConfigError("report.arm_keys must name at least one config key, e.g. [model.name]")
 
 
 @dataclass

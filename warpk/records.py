@@ -73,6 +73,7 @@ class EvalRecord:
     idle_power_w: float | None = None  # observed before the windows; never subtracted from energy_j
     energy_error: str | None = None  # why a requested measurement gave no energy (source is then none)
     energy_s: float | None = None  # phase timing of the energy measurement inside the worker
+    sample: int | None = None  # policy evaluation: which of the k completions of its task (0-based)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -49,12 +49,13 @@ def _missing(config: PolicyConfig, hf_cache: Path, why: str) -> PolicyWeightsMis
     )
 
 
-def load_policy(config: PolicyConfig, cache_dir: Path):
-    """The policy's (model, tokenizer), model in float32 on the CPU.
+def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None):
+    """The policy's (model, tokenizer), model on the CPU in `dtype` (default float32).
 
     Args:
         config: the `policy` group.
         cache_dir: where `tiny` is built and, without $WARPK_HF_CACHE, where hub weights live (`/hf`).
+        dtype: torch dtype of the weights, e.g. torch.bfloat16 for GPU training; None = float32.
 
     Raises:
         PolicyWeightsMissing: a Qwen preset whose weights are not in the local cache.
@@ -62,10 +63,11 @@ def load_policy(config: PolicyConfig, cache_dir: Path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    dtype = dtype or torch.float32
     if config.name == "tiny":
         folder = build_tiny_policy(config, Path(cache_dir))
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
         return model, tokenizer
     if not config.hf_id:
         raise ValueError(f"policy={config.name} needs policy.hf_id")
@@ -76,7 +78,7 @@ def load_policy(config: PolicyConfig, cache_dir: Path):
     kwargs = {"cache_dir": str(hf_cache), "local_files_only": local_only}
     try:
         tokenizer = AutoTokenizer.from_pretrained(config.hf_id, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(config.hf_id, dtype=torch.float32, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(config.hf_id, dtype=dtype, **kwargs)
     except OSError as err:  # transformers reports a missing file or a failed download as OSError
         raise _missing(config, hf_cache, str(err).splitlines()[0] if str(err) else "load failed") from err
     return model, tokenizer

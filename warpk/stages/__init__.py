@@ -14,7 +14,6 @@ from warpk.config import RunConfig
 
 # stage -> what it needs before it can run
 NOT_YET = {
-    "train": "M0 SFT and M1-M3 GRPO training land with issue #5 (kernel policy, rewards, trainers)",
     "runtime": "the serving environment and M4 PPO land with issue #6 (runtime control)",
     "hrl": "M5 hierarchical RL lands with issue #6 (runtime control), after issue #5",
     "report": "reports from run dirs land with issue #8 (experiments and reports)",

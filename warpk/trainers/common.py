@@ -1,0 +1,88 @@
+"""What the SFT and GRPO trainers share: trainer arguments, the policy, the evaluator.
+
+W&B: `stage=train` runs inside the job's W&B run (warpk.tracking, opened by __main__). The
+Trainer's WandbCallback logs into `wandb.run` when one is open (it calls `wandb.init` only when
+`wandb.run is None`), so trl's metrics land in the SAME run. With `logger=disabled` wandb is
+never imported and `report_to="none"`; with no open run (a library caller) trl does not open one.
+
+Non-goals: no training loop here; no hydra.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from warpk.config import RunConfig
+from warpk.evaluator import Evaluator, default_cache_dir
+from warpk.trainers.checkpoints import CHECKPOINTS
+
+
+def cache_dir(config: RunConfig) -> Path:
+    """The evaluator's cache dir; the tiny policy is built under it too."""
+    return Path(config.evaluate.cache_dir) if config.evaluate.cache_dir else default_cache_dir()
+
+
+def report_to(config: RunConfig) -> str:
+    """'wandb' when a W&B run is open in this process (logger not disabled), else 'none'."""
+    if config.logger.mode == "disabled":
+        return "none"
+    wandb = sys.modules.get("wandb")
+    return "wandb" if wandb is not None and getattr(wandb, "run", None) is not None else "none"
+
+
+def trainer_args(config: RunConfig, run_dir: Path) -> dict:
+    """Keyword arguments common to trl's SFTConfig and GRPOConfig."""
+    t = config.train
+    on_cpu = config.hardware.device == "cpu"
+    return {
+        "output_dir": str(Path(run_dir) / CHECKPOINTS),
+        "use_cpu": on_cpu,  # with bf16=False: pure fp32 on the CPU (no bf16 autocast)
+        "bf16": not on_cpu,
+        "activation_checkpointing": False,
+        "per_device_train_batch_size": t.per_device_batch_size,
+        "gradient_accumulation_steps": t.gradient_accumulation_steps,
+        "max_steps": t.max_steps,
+        "learning_rate": t.learning_rate,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": t.save_steps,
+        "save_total_limit": t.save_total_limit,
+        "report_to": report_to(config),
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "disable_tqdm": False,
+    }
+
+
+def load_train_policy(config: RunConfig):
+    """(model, tokenizer) of the base policy: bf16 weights on a GPU, fp32 on the CPU."""
+    import torch
+
+    from warpk.policy import load_policy
+
+    dtype = torch.float32 if config.hardware.device == "cpu" else torch.bfloat16
+    return load_policy(config.policy, cache_dir(config), dtype=dtype)
+
+
+def build_evaluator(config: RunConfig) -> Evaluator:
+    """The evaluator of `stage=evaluate`, built from the same config groups."""
+    return Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
+
+
+def resume_point(config: RunConfig, run_dir: Path) -> str | None:
+    """The checkpoint a restarted run continues from (train.resume), or None to start fresh."""
+    from warpk.trainers.checkpoints import latest_checkpoint
+
+    last = latest_checkpoint(run_dir) if config.train.resume else None
+    return str(last) if last else None
+
+
+def history_summary(log_history: list[dict]) -> dict:
+    """Last logged value of each numeric training metric, prefixed `train/`."""
+    out: dict = {}
+    for row in log_history:
+        for key, value in row.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[f"train/{key}"] = float(value)
+    return out

@@ -1,0 +1,95 @@
+"""M1-M3: trl GRPOTrainer with LoRA, rewarded by the real evaluator (DESIGN.md 4.5).
+
+`run_grpo` reads top to bottom: policy, evaluator, reward source, reward functions, dataset,
+trainer, train (resuming from the run dir's latest checkpoint), save the adapter.
+
+- Group size `train.num_generations` (default 8): the generation batch
+  (per_device_batch_size x gradient_accumulation_steps) must be a multiple of it.
+- Rewards: `warpk.rewards.reward_functions` gives one trl function per term (`total` weight 1,
+  the others weight 0 so trl logs `rewards/<term>/mean` without counting them twice); all share
+  one `SharedBatch`, so one `evaluate_many` call serves every term of a reward batch.
+- On the CPU energy is modelled: the energy/power/ipw terms are None for every record, trl logs
+  their mean as None (W&B keeps the key with a null value; docs/training.md).
+
+Non-goals: no custom loss; multi-turn refinement lives in warpk.trainers.multiturn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from warpk.config import ConfigError, RunConfig
+from warpk.rewards import SharedBatch, reward_functions
+from warpk.trainers import common
+from warpk.trainers.checkpoints import ADAPTER, stamp_callback, write_stamp
+from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
+from warpk.trainers.source import EvaluatorSource
+
+
+def check_batch(config: RunConfig) -> None:
+    t = config.train
+    batch = t.per_device_batch_size * t.gradient_accumulation_steps
+    if batch % t.num_generations:
+        raise ConfigError(
+            f"train.per_device_batch_size x train.gradient_accumulation_steps = {batch} must be a "
+            f"multiple of train.num_generations={t.num_generations} (GRPO groups)"
+        )
+
+
+def grpo_args(config: RunConfig, run_dir: Path):
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        **common.trainer_args(config, run_dir),
+        num_generations=config.train.num_generations,
+        max_completion_length=config.policy.max_new_tokens,
+        temperature=config.policy.temperature,
+        beta=config.train.beta,
+        log_completions=False,
+    )
+
+
+def build_trainer(config: RunConfig, run_dir: Path, source):
+    """The GRPOTrainer for `config`, its rewards reading records from `source`."""
+    from trl import GRPOTrainer
+
+    from warpk.policy import lora_config
+
+    check_batch(config)
+    model, tokenizer = common.load_train_policy(config)
+    funcs, weights = reward_functions(SharedBatch(source), config.reward)
+    args = grpo_args(config, run_dir)
+    args.reward_weights = weights
+    tasks = train_tasks(config)
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=to_dataset(grpo_rows(config, tasks, tokenizer)),
+        processing_class=tokenizer,
+        peft_config=lora_config(config.policy),
+        callbacks=[stamp_callback(config.policy, config.model.name)],
+    )
+
+
+def run_grpo(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> tuple[object, dict]:
+    """Train with GRPO; returns (trainer, summary). The adapter is saved to <run_dir>/adapter."""
+    run_dir = Path(run_dir)
+    source = EvaluatorSource(common.build_evaluator(config), train_tasks(config))
+    trainer = build_trainer(config, run_dir, source)
+    resume = common.resume_point(config, run_dir)
+    if resume:
+        log({"train/resumed_from_step": float(Path(resume).name.split("-")[-1])})
+    trainer.train(resume_from_checkpoint=resume)
+    adapter = run_dir / ADAPTER
+    trainer.save_model(str(adapter))
+    write_stamp(adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step)
+    summary = common.history_summary(trainer.state.log_history)
+    summary["global_step"] = float(trainer.state.global_step)
+    summary["resumed_from"] = resume
+    total = sum(source.counts.values())
+    for status, n in sorted(source.counts.items()):
+        summary[f"train/completions_{status}"] = float(n)
+    summary["train/completions"] = float(total)
+    return trainer, summary

@@ -1,0 +1,145 @@
+"""Evaluate a policy: sample k completions per task, evaluate them, report pass@k and friends.
+
+Used by `stage=evaluate policy.checkpoint=DIR` and at the end of every `stage=train` run (on the
+held-out split). Each completion becomes one `EvalRecord` with `sample` = its index among the k
+of its task. A completion without a fenced python block defining `ModelNew` is not sent to the
+evaluator: its record says `static_reject` with the reason "no code", exactly what the
+evaluator's static check says of a source without ModelNew.
+
+Metrics (fractions over all k x tasks completions unless said otherwise):
+  compile_rate, correct_rate, fast_1, geomean_speedup: `warpk.records.summarize`;
+  pass_at_1, pass_at_k: the unbiased estimator of Chen et al. 2021 (HumanEval),
+      pass@k = mean over tasks of 1 - C(n - c, k) / C(n, k), n samples of which c are ok;
+  energy_ratio: geometric mean of ref_energy_j / energy_j over ok records, labelled by
+      energy_source ("model" on the CPU: modelled, not measured).
+
+Non-goals: no training; no tables (the stages print them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from warpk.evaluator import EvalItem, Evaluator
+from warpk.policy import build_prompt, extract_code
+from warpk.records import EvalRecord, summarize
+from warpk.tasks import Task
+
+NO_CODE = "no code: the completion has no fenced python block defining class ModelNew"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k samples drawn from n (c of them correct) is correct."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def sample_completions(
+    model, tokenizer, messages: list[dict], k: int, max_new_tokens: int, temperature: float
+):
+    """k completions (text, special tokens dropped) of the chat prompt `messages`."""
+    import torch
+
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    enc = tokenizer(text, return_tensors="pt").to(model.device)
+    sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
+    with torch.no_grad():
+        out = model.generate(
+            **enc,
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=k,
+            pad_token_id=tokenizer.pad_token_id,
+            **sampling,
+        )
+    prompt_tokens = enc["input_ids"].shape[1]
+    return [tokenizer.decode(row[prompt_tokens:], skip_special_tokens=True) for row in out]
+
+
+def no_code_record(task: Task, completion: str, sample: int, hardware: str) -> EvalRecord:
+    return EvalRecord(
+        task_id=task.task_id,
+        candidate=f"sample{sample}",
+        candidate_sha=hashlib.sha256(completion.encode()).hexdigest(),
+        status="static_reject",
+        error=NO_CODE,
+        hardware=hardware,
+        sample=sample,
+    )
+
+
+def evaluate_samples(
+    completions: dict[str, list[str]], tasks: list[Task], evaluator: Evaluator, hardware: str
+) -> list[EvalRecord]:
+    """Records of every completion (task order, then sample order); ONE evaluate_many call."""
+    by_id = {t.task_id: t for t in tasks}
+    slots, items = [], []
+    records: list[EvalRecord | None] = []
+    for task_id, texts in completions.items():
+        for j, text in enumerate(texts):
+            code = extract_code(text)
+            if code is None:
+                records.append(no_code_record(by_id[task_id], text, j, hardware))
+            else:
+                slots.append((len(records), j))
+                items.append(EvalItem(by_id[task_id], code, f"sample{j}"))
+                records.append(None)
+    for (index, j), record in zip(slots, evaluator.evaluate_many(items) if items else [], strict=True):
+        records[index] = _with_sample(record, j)
+    return records  # type: ignore[return-value]
+
+
+def _with_sample(record: EvalRecord, sample: int) -> EvalRecord:
+    import dataclasses
+
+    return dataclasses.replace(record, sample=sample)
+
+
+def policy_metrics(records: list[EvalRecord], k: int) -> dict:
+    """The summary of a policy evaluation: summarize() + pass@1, pass@k, energy_ratio + labels."""
+    summary = summarize(records)
+    per_task: dict[str, list[bool]] = defaultdict(list)
+    for r in records:
+        per_task[r.task_id].append(r.status == "ok")
+    n_tasks = len(per_task)
+    for name, kk in (("pass_at_1", 1), ("pass_at_k", k)):
+        values = [pass_at_k(len(oks), sum(oks), kk) for oks in per_task.values() if len(oks) >= kk]
+        summary[name] = sum(values) / len(values) if values and len(values) == n_tasks else None
+    summary["pass_k"] = float(k)
+    summary["energy_ratio"] = summary["geomean_energy_ratio"]
+    sources = sorted({r.energy_source for r in records if r.energy_j is not None})
+    summary["energy_source"] = "+".join(sources) or "none"
+    return summary
+
+
+def evaluate_policy(
+    model,
+    tokenizer,
+    tasks: list[Task],
+    evaluator: Evaluator,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    hardware: str,
+    seed: int,
+    records_path: Path,
+) -> tuple[list[EvalRecord], dict]:
+    """Sample k completions per task, evaluate, write records.jsonl; returns (records, summary)."""
+    import torch
+
+    torch.manual_seed(seed)
+    model.eval()
+    completions = {
+        t.task_id: sample_completions(
+            model, tokenizer, build_prompt(t, hardware), k, max_new_tokens, temperature
+        )
+        for t in tasks
+    }
+    records = evaluate_samples(completions, tasks, evaluator, hardware)
+    Path(records_path).write_text("".join(r.to_json() + "\n" for r in records))
+    return records, policy_metrics(records, k)
