@@ -9,7 +9,8 @@ A SLURM job that submitit requeued after a time limit or a preemption (SLURM_RES
 runs again in the same run dir and resumes: the records of its previous attempt are kept, only
 the rest is evaluated.
 
-Non-goals: no policy sampling here yet (evaluating a trained policy comes with the GRPO issue).
+With `policy.checkpoint=DIR` (a LoRA adapter written by stage=train) the candidates are
+sampled from that policy instead: `train.samples_per_task` per task, pass@k reported.
 """
 
 from __future__ import annotations
@@ -147,9 +148,46 @@ def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalReco
     return done
 
 
+def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> dict:
+    """policy.checkpoint=DIR: base policy + LoRA adapter from DIR, train.samples_per_task
+    completions per selected task, evaluated (warpk.trainers.sample); returns the summary."""
+    from warpk.trainers.checkpoints import load_adapter
+    from warpk.trainers.common import build_evaluator, cache_dir
+    from warpk.trainers.sample import evaluate_policy
+
+    tasks = load_suite(config.tasks)
+    if not tasks:
+        raise TaskError(
+            f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
+        )
+    model, tokenizer = load_adapter(config.policy, Path(config.policy.checkpoint), cache_dir(config))
+    if config.hardware.device == "cuda":
+        model = model.to("cuda")
+    k = config.train.samples_per_task
+    records, summary = evaluate_policy(
+        model,
+        tokenizer,
+        tasks,
+        build_evaluator(config),
+        k,
+        config.policy.max_new_tokens,
+        config.policy.temperature,
+        config.hardware.name,
+        config.seed,
+        run_dir / "records.jsonl",
+    )
+    console.print(results_table(records, config.hardware.name))
+    console.print(summary_table(summary))
+    console.print(f"pass@1={summary['pass_at_1']} pass@{k}={summary['pass_at_k']}")
+    console.print(f"records: {run_dir / 'records.jsonl'}")
+    return summary
+
+
 def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Evaluate, write `records.jsonl` under `run_dir`, print tables; returns the summary."""
     console = Console(width=None if Console().is_terminal else 160)
+    if config.policy.checkpoint:  # a trained policy: sample from it instead of candidate files
+        return evaluate_checkpoint(config, run_dir, console)
     items, skipped = runnable(collect_items(config), config.hardware.device)
     if skipped:
         console.print(

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from warpk.config import PolicyConfig
+from warpk.tasks import TaskError
 
 STAMP = "warpk_policy.json"
 CHECKPOINTS = "checkpoints"
@@ -29,8 +30,11 @@ ADAPTER = "adapter"
 _STEP = re.compile(r"^checkpoint-(\d+)$")
 
 
-class CheckpointMismatch(ValueError):
-    """An adapter trained from another policy preset than the one requested."""
+class CheckpointMismatch(TaskError):
+    """An adapter trained from another policy preset than the one requested, or no adapter at all.
+
+    A TaskError (what the evaluate stage cannot use) so that `python -m warpk` reports it in one
+    line and exits non-zero, like a missing task file."""
 
 
 def stamp_of(policy: PolicyConfig) -> dict:
@@ -64,8 +68,8 @@ def check_stamp(folder: Path, policy: PolicyConfig) -> dict:
     if differ:
         detail = ", ".join(f"{k}: trained {a!r}, requested {b!r}" for k, (a, b) in differ.items())
         raise CheckpointMismatch(
-            f"policy.checkpoint={folder} was trained from policy={stamp.get('policy')}, "
-            f"not policy={policy.name} ({detail}); pass the preset it was trained from"
+            f"policy.checkpoint={folder} was trained on another base model than the requested "
+            f"policy={policy.name} ({detail}); pass the preset it was trained from"
         )
     return stamp
 
