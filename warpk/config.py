@@ -320,9 +320,10 @@ class RuntimeConfig(_Checked):
                 "allowed: a non-empty list of integers >= 1"
             )
         if self.arrival_process == "bursty" and self.burst_factor * self.burst_fraction >= 1.0:
+            product = self.burst_factor * self.burst_fraction
             raise ConfigError(
-                f"runtime.burst_factor * runtime.burst_fraction = {self.burst_factor * self.burst_fraction:g} "
-                "must be < 1 (the rate outside bursts would be negative)"
+                f"runtime.burst_factor * runtime.burst_fraction = {product:g} must be < 1 "
+                "(the rate outside bursts would be negative)"
             )
         if self.actuator == "nvml" and not self.nvml_opt_in:
             raise ConfigError(
