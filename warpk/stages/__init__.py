@@ -16,7 +16,6 @@ from warpk.config import RunConfig
 NOT_YET = {
     "runtime": "the serving environment and M4 PPO land with issue #6 (runtime control)",
     "hrl": "M5 hierarchical RL lands with issue #6 (runtime control), after issue #5",
-    "report": "reports from run dirs land with issue #8 (experiments and reports)",
 }
 
 

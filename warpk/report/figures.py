@@ -1,0 +1,196 @@
+"""Figures of a report (matplotlib, Agg backend), each drawn only when its data is in the runs.
+
+    pareto_runtime_energy    every ok candidate's runtime and energy relative to its task's
+                             reference (log-log), each run's geometric mean, and the Pareto front
+                             of those run means; axis labels say "modelled" when it is
+    pass_at_k_vs_turns       mean pass@k over tasks against model.turns, per arm
+    reward_decomposition     mean weighted reward terms per arm (warpk.rewards.all_terms with
+                             each run's own reward weights)
+    runtime_regimes          needs runtime_results.jsonl (stage=runtime, issue #6)
+
+`draw_all` returns name -> PNG path, or name -> the one-line reason the figure is absent.
+
+Non-goals: no statistics (analysis.py); no styling beyond legible labels, units and legends.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import ScalarFormatter  # noqa: E402
+
+from warpk.config import RewardConfig  # noqa: E402
+from warpk.records import geometric_mean  # noqa: E402
+from warpk.report.analysis import Analysis  # noqa: E402
+from warpk.report.energy import EnergyPolicy  # noqa: E402
+from warpk.report.metrics import pass_at_k  # noqa: E402
+from warpk.report.runs import Run  # noqa: E402
+from warpk.rewards import all_terms  # noqa: E402
+
+TERMS = (
+    ("correctness", None),
+    ("speedup", "alpha_speedup"),
+    ("energy", "beta_energy"),
+    ("power", "delta_power"),
+    ("ipw", "ipw_blend"),
+)
+
+
+def _colours(arms: list[str]) -> dict[str, str]:
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {arm: cycle[i % len(cycle)] for i, arm in enumerate(arms)}
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points no other point beats on both coordinates (lower is better), sorted by x."""
+    front, best_y = [], math.inf
+    for x, y in sorted(points):
+        if y < best_y:
+            front.append((x, y))
+            best_y = y
+    return front
+
+
+def pareto(runs: list[Run], arms: list[str], policy: EnergyPolicy, path: Path) -> Path | str:
+    if policy.label == "none":
+        return "no run has energy figures (energy_source none everywhere)"
+    colours, means = _colours(arms), []
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for run in runs:
+        pts = [
+            (r.runtime_ms / r.ref_runtime_ms, r.energy_j / r.ref_energy_j)
+            for r in run.records
+            if policy.usable(r) and r.runtime_ms and r.ref_runtime_ms
+        ]
+        if not pts:
+            continue
+        ax.scatter(*zip(*pts, strict=True), s=14, alpha=0.35, color=colours[run.arm])
+        mean = (geometric_mean([p[0] for p in pts]), geometric_mean([p[1] for p in pts]))
+        means.append((mean, run))
+        ax.scatter(*mean, s=90, marker="D", edgecolor="black", color=colours[run.arm])
+    if not means:
+        plt.close(fig)
+        return "no ok candidate with runtime and usable energy"
+    front = pareto_front([m for m, _ in means])
+    ax.plot(
+        *zip(*front, strict=True),
+        "k--",
+        lw=1,
+        marker="o",
+        ms=16,
+        mfc="none",
+        label="Pareto front of run means",
+    )
+    for arm in arms:
+        ax.scatter([], [], color=colours[arm], marker="D", edgecolor="black", label=f"{arm} (run geomean)")
+    ax.scatter([], [], color="grey", alpha=0.35, s=14, label="one ok candidate")
+    ax.axvline(1.0, color="grey", lw=0.6)
+    ax.axhline(1.0, color="grey", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_formatter(ScalarFormatter())
+    kind = policy.label.upper() if policy.label != "measured" else "measured"
+    ax.set_xlabel("runtime / reference runtime (per call, lower is faster)")
+    ax.set_ylabel(f"energy / reference energy (J per call, {kind})")
+    ax.set_title(f"Runtime-energy trade-off ({kind} energy)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def pass_vs_turns(analysis: Analysis, path: Path) -> Path | str:
+    turns = sorted({r.turns for r in analysis.run_rows})
+    if len(turns) < 2:
+        return (
+            f"all runs use model.turns={turns[0]}; needs runs at two or more turn budgets "
+            "(e.g. +experiment=inference_budget)"
+        )
+    colours = _colours(analysis.arms)
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    k_max = min(t.n_candidates for t in analysis.task_rows)
+    for arm in analysis.arms:
+        for k, style in ((1, "-o"), (k_max, "--s")) if k_max > 1 else ((1, "-o"),):
+            xs, ys = [], []
+            for t in turns:
+                rows = [
+                    r
+                    for r in analysis.task_rows
+                    if r.arm == arm and any(m.turns == t and m.run == r.run for m in analysis.run_rows)
+                ]
+                values = [pass_at_k(r.n_candidates, r.n_ok, k) for r in rows]
+                values = [v for v in values if v is not None]
+                if values:
+                    xs.append(t)
+                    ys.append(sum(values) / len(values))
+            if xs:
+                ax.plot(xs, ys, style, color=colours[arm], label=f"{arm} pass@{k}")
+    ax.set_xlabel("refinement turns (model.turns)")
+    ax.set_ylabel("pass@k (mean over tasks, fraction)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("pass@k versus turns")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def reward_decomposition(runs: list[Run], arms: list[str], path: Path) -> Path | str:
+    sums: dict[str, dict[str, float]] = {arm: dict.fromkeys([n for n, _ in TERMS], 0.0) for arm in arms}
+    counts = dict.fromkeys(arms, 0)
+    for run in runs:
+        cfg = RewardConfig(**run.config["reward"])
+        for record in run.records:
+            terms = all_terms(record, cfg, allow_modelled_energy=False)
+            counts[run.arm] += 1
+            for name, weight in TERMS:
+                value = terms[name] or 0.0
+                sums[run.arm][name] += value * (getattr(cfg, weight) if weight else 1.0)
+    arms = [a for a in arms if counts[a]]
+    if not arms:
+        return "no records"
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(arms) + 3), 4.5))
+    width = 0.8 / len(TERMS)
+    for i, (name, weight) in enumerate(TERMS):
+        heights = [sums[a][name] / counts[a] for a in arms]
+        label = "correctness (failure tier)" if weight is None else f"{weight} x {name} term"
+        ax.bar(
+            [j + (i - len(TERMS) / 2 + 0.5) * width for j in range(len(arms))], heights, width, label=label
+        )
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(len(arms)), arms)
+    ax.set_xlabel("arm")
+    ax.set_ylabel("mean weighted term per candidate (dimensionless)")
+    ax.set_title("Reward decomposition (energy terms: measured energy only, as in training)", fontsize=10)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def runtime_regimes(runs: list[Run]) -> str:
+    if not any(run.runtime_results for run in runs):
+        return "no run dir has runtime_results.jsonl (stage=runtime, issue #6)"
+    return "runtime_results.jsonl found, but its format is not read by the report yet (issue #6 fixes it)"
+
+
+def draw_all(
+    runs: list[Run], analysis: Analysis, policy: EnergyPolicy, out_dir: Path
+) -> dict[str, Path | str]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        "pareto_runtime_energy": pareto(runs, analysis.arms, policy, out_dir / "pareto_runtime_energy.png"),
+        "pass_at_k_vs_turns": pass_vs_turns(analysis, out_dir / "pass_at_k_vs_turns.png"),
+        "reward_decomposition": reward_decomposition(
+            runs, analysis.arms, out_dir / "reward_decomposition.png"
+        ),
+        "runtime_regimes": runtime_regimes(runs),
+    }

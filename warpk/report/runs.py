@@ -1,0 +1,167 @@
+"""Find and load run dirs: what every number of a report is computed from.
+
+A run dir is a directory holding `resolved_config.yaml` (written by `python -m warpk` before its
+stage runs). It counts as finished when `summary.json` is there too; an unfinished one (killed,
+failed, still running) is skipped and named in the report, never half-read.
+
+`results=` may be one run dir, a sweep dir (Hydra's `multirun/DATE/TIME`, searched recursively)
+or a glob of either. Each run carries its provenance: the sha256 of its resolved_config.yaml and
+the git commit behind it. Run dirs do not record a commit today: the commit is then the
+repository's HEAD at report time, and `git_commit_source` says so.
+
+Non-goals: no statistics; no reading of W&B files (records.jsonl and summary.json are the truth).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from warpk.records import EvalRecord
+from warpk.tasks import TaskError
+
+CONFIG_FILE = "resolved_config.yaml"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ReportError(TaskError):
+    """The report cannot be made as asked; the message says why in one line.
+
+    A TaskError because the front door (warpk/__main__.py) turns that into a one-line exit: for
+    a report, the run dirs are the input, as the tasks are for an evaluation.
+    """
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run dir, loaded."""
+
+    path: Path
+    arm: str  # label built from report.arm_keys, e.g. "m1" or "m3,0.25"
+    seed: int
+    stage: str
+    config: dict  # resolved_config.yaml as plain data
+    config_sha256: str  # of resolved_config.yaml's bytes
+    git_commit: str | None
+    git_commit_source: str  # where git_commit comes from (run dir or report-time HEAD)
+    records: tuple[EvalRecord, ...]  # records.jsonl in file order; line i+1 is records[i]
+    summary: dict
+    runtime_results: tuple[dict, ...]  # runtime_results.jsonl (stage=runtime), when present
+
+    def get(self, dotted: str) -> object:
+        """The resolved config value at a dotted key such as 'reward.ipw_blend'."""
+        return config_value(self.config, dotted, self.path)
+
+
+def config_value(config: dict, dotted: str, where: Path) -> object:
+    node: object = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ReportError(f"report.arm_keys: {where / CONFIG_FILE} has no key {dotted!r}")
+        node = node[part]
+    return node
+
+
+def find_run_dirs(results: str) -> list[Path]:
+    """Run dirs (holding resolved_config.yaml) under `results`: a dir, a sweep dir or a glob."""
+    roots = sorted(Path(p) for p in glob.glob(results)) if glob.has_magic(results) else [Path(results)]
+    roots = [r for r in roots if r.is_dir()]
+    if not roots:
+        raise ReportError(f"results={results} matches no directory")
+    found: set[Path] = set()
+    for root in roots:
+        found |= {p.parent.resolve() for p in root.rglob(CONFIG_FILE)}
+        if (root / CONFIG_FILE).is_file():
+            found.add(root.resolve())
+    if not found:
+        raise ReportError(f"results={results}: no run dir (a dir with {CONFIG_FILE}) under it")
+    return sorted(found, key=_natural)
+
+
+def _natural(path: Path) -> tuple:
+    """Sort sweep job dirs 2 before 10."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.parts)
+
+
+def git_head() -> str | None:
+    """HEAD of this checkout (+"-dirty" with uncommitted changes); None without git."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ReportError(f"{path}:{number} is not JSON ({err.msg}): the run dir is damaged") from err
+    return rows
+
+
+def load_run(path: Path, arm_keys: list[str], head: str | None) -> Run:
+    """One finished run dir; `head` is the report-time commit used when the dir records none."""
+    raw = (path / CONFIG_FILE).read_bytes()
+    config = yaml.safe_load(raw) or {}
+    summary = json.loads((path / "summary.json").read_text())
+    records = tuple(EvalRecord(**row) for row in _read_jsonl(path / "records.jsonl"))
+    recorded = summary.get("git_commit") or config.get("git_commit")
+    arm = ",".join(str(config_value(config, key, path)) for key in arm_keys)
+    return Run(
+        path=path,
+        arm=arm,
+        seed=int(config.get("seed", 0)),
+        stage=str(config.get("stage", "")),
+        config=config,
+        config_sha256=hashlib.sha256(raw).hexdigest(),
+        git_commit=recorded or head,
+        git_commit_source="run dir" if recorded else "report-time HEAD (the run dir records no commit)",
+        records=records,
+        summary=summary,
+        runtime_results=tuple(_read_jsonl(path / "runtime_results.jsonl")),
+    )
+
+
+def load_runs(results: str, arm_keys: list[str], exclude: Path | None = None) -> tuple[list[Run], list[str]]:
+    """(finished runs, one line per skipped dir saying why) under `results`.
+
+    Args:
+        results: a run dir, a sweep dir or a glob.
+        arm_keys: dotted config keys whose values name a run's arm.
+        exclude: a dir never read (the report's own run dir, when it lies under `results`).
+    """
+    head = git_head()
+    runs, skipped = [], []
+    for path in find_run_dirs(results):
+        if exclude is not None and path == exclude.resolve():
+            continue
+        config_stage = (yaml.safe_load((path / CONFIG_FILE).read_text()) or {}).get("stage")
+        if config_stage == "report":
+            skipped.append(f"{path}: a report run, not an experiment")
+        elif not (path / "summary.json").is_file():
+            skipped.append(f"{path}: no summary.json (the job failed, was killed or is still running)")
+        else:
+            runs.append(load_run(path, arm_keys, head))
+    if not runs:
+        raise ReportError(f"results={results}: no finished run dir; " + "; ".join(skipped[:3]))
+    return runs, skipped
