@@ -1,0 +1,196 @@
+"""stage=train on the CPU with policy=tiny: real trl, peft, evaluator and W&B offline.
+
+- the acceptance command end to end (W&B keys of every reward term, checkpoints, records.jsonl)
+- the real evaluator behind the reward source: known completions score in tier order, and a
+  correct solution of task A submitted for task B is not ok (task binding)
+- SFT 2 steps: LoRA weights change, base weights do not
+- resume: 2 steps, then max_steps=3 continues from step 2 with the saved LoRA weights
+- stage=evaluate policy.checkpoint=DIR samples the trained adapter
+"""
+
+import json
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from safetensors.torch import load_file
+
+from tests.conftest import run_warpk
+from warpk.__main__ import CONF_DIR, to_run_config
+from warpk.records import EvalRecord
+from warpk.rewards import reward_functions
+from warpk.tracking import read_offline_run
+from warpk.trainers import common, grpo, sft
+from warpk.trainers.checkpoints import latest_checkpoint
+from warpk.trainers.data import fenced, train_tasks
+from warpk.trainers.source import EvaluatorSource
+
+
+def config(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+        base = ["stage=train", "policy=tiny", "hardware=cpu", "logger=disabled", "train.heldout_eval=false"]
+        return to_run_config(compose("config", overrides=base + list(overrides)), [])
+
+
+@pytest.fixture(scope="module")
+def m3_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("m3")
+    result = run_warpk("stage=train", "model=m3", "policy=tiny", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result
+
+
+@pytest.mark.slow
+def test_grpo_run_logs_every_reward_term_of_the_arm_to_wandb(m3_run):
+    run_dir, _ = m3_run
+    cfg = config("model=m3")
+    names = [f.__name__ for f in reward_functions(None, cfg.reward)[0]]
+    assert names == ["total", "correctness", "speedup", "energy", "power", "ipw"]
+    run = read_offline_run(run_dir)
+    rows = [h for h in run["history"] if "train/reward" in h]
+    assert [h["train/global_step"] for h in rows] == [1, 2]  # trl logged into the job's run
+    for term in names:
+        assert all(f"train/rewards/{term}/mean" in h for h in rows), term
+    # The tiny policy writes no code: every completion gets the no-code tier ...
+    assert all(h["train/rewards/correctness/mean"] == cfg.reward.reward_no_code for h in rows)
+    # ... and a term that is None for the whole batch is logged as null, not dropped.
+    assert all(h["train/rewards/energy/mean"] is None for h in rows)
+    assert run["exit_code"] == 0
+
+
+@pytest.mark.slow
+def test_grpo_run_writes_checkpoints_adapter_and_heldout_records(m3_run):
+    run_dir, result = m3_run
+    assert (run_dir / "checkpoints" / "checkpoint-2" / "adapter_model.safetensors").is_file()
+    stamp = json.loads((run_dir / "adapter" / "warpk_policy.json").read_text())
+    assert stamp["policy"] == "tiny" and stamp["arm"] == "m3" and stamp["global_step"] == 2
+    records = [EvalRecord.from_json(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    cfg = config("model=m3")
+    k = cfg.train.samples_per_task
+    assert {r.task_id.split("/")[1] for r in records} == {
+        "04_rms_norm", "08_swiglu_mlp", "11_cross_entropy", "15_group_norm",
+        "19_fused_add_rms_norm_bf16", "22_layer_norm_modulate",
+    }  # fmt: skip
+    assert sorted(r.sample for r in records) == sorted(list(range(k)) * 6)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("compile_rate", "correct_rate", "fast_1", "pass_at_1", "pass_at_k", "geomean_speedup"):
+        assert key in summary
+    assert summary["global_step"] == 2 and summary["pass_k"] == k
+    assert summary["train/completions"] == 16  # 2 steps x 8 (group size 8, one prompt per step)
+    assert "pass@1=" in result.stdout
+
+
+@pytest.mark.slow
+def test_evaluate_stage_samples_a_trained_checkpoint(m3_run, tmp_path):
+    adapter = m3_run[0] / "adapter"
+    result = run_warpk(
+        "stage=evaluate", "policy=tiny", f"policy.checkpoint={adapter}", "tasks.split=heldout",
+        "train.samples_per_task=3", "logger=disabled", f"hydra.run.dir={tmp_path}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = (tmp_path / "records.jsonl").read_text().splitlines()
+    assert len(records) == 6 * 3
+    assert json.loads((tmp_path / "summary.json").read_text())["pass_k"] == 3
+    other = run_warpk(
+        "stage=evaluate", "policy=tiny", "policy.hidden_size=32", f"policy.checkpoint={adapter}",
+        "logger=disabled", f"hydra.run.dir={tmp_path / 'other'}",
+    )  # fmt: skip
+    assert other.returncode != 0 and "trained on another base model" in other.stderr
+
+
+def test_known_completions_through_the_real_evaluator_score_in_tier_order():
+    cfg = config("model=m2")
+    tasks = {t.name: t for t in train_tasks(cfg)}
+    gelu, mish = tasks["03_gelu_tanh"], tasks["14_mish"]
+    gelu_solution = (gelu.path.parents[1] / "solutions" / gelu.name / "torch_fused.py").read_text()
+    source = EvaluatorSource(common.build_evaluator(cfg), list(tasks.values()))
+    funcs, weights = reward_functions(source, cfg.reward)
+    answer = [{"role": "assistant", "content": "Sure!\n" + fenced(gelu_solution)}]
+    completions = [answer, answer, [{"role": "assistant", "content": "def f(): pass"}]]
+    task_ids = [gelu.task_id, mish.task_id, gelu.task_id]  # a mixed batch: gelu's code for mish too
+    scores = {f.__name__: f(prompts=[None] * 3, completions=completions, task_id=task_ids) for f in funcs}
+    assert source.batches == 1  # every term of the batch shared one evaluate_many
+    right, wrong_task, no_code = source.last
+    assert right.status == "ok" and right.task_id == gelu.task_id
+    assert wrong_task.status == "incorrect" and wrong_task.task_id == mish.task_id, wrong_task
+    assert no_code is None
+    total = scores["total"]
+    assert total[0] > total[1] > total[2] == cfg.reward.reward_no_code
+    assert scores["correctness"] == [0.0, cfg.reward.reward_incorrect, cfg.reward.reward_no_code]
+    assert scores["energy"] == [None, None, None]  # CPU energy is modelled: not a reward
+    assert weights[0] == 1.0 and set(weights[1:]) == {0.0}
+
+
+def _split(model) -> tuple[dict, dict]:
+    lora, base = {}, {}
+    for name, p in model.named_parameters():
+        (lora if "lora_" in name else base)[name] = p.detach().clone()
+    return lora, base
+
+
+@pytest.mark.slow
+def test_sft_two_steps_change_lora_weights_and_leave_the_base_alone(tmp_path):
+    trainer = sft.build_trainer(config("model=m0", "train.max_steps=2"), tmp_path)
+    lora_before, base_before = _split(trainer.model)
+    assert lora_before and base_before
+    trainer.train()
+    lora_after, base_after = _split(trainer.model)
+    assert trainer.state.global_step == 2
+    assert any(not torch.equal(lora_before[n], lora_after[n]) for n in lora_before)
+    assert all(torch.equal(base_before[n], base_after[n]) for n in base_before)
+
+
+class _VaryingSource:
+    """Ok records whose speedup depends on the completion text: rewards differ inside a group,
+    so GRPO has non-zero advantages and its LoRA weights move (the tiny policy never writes code)."""
+
+    def records_for(self, completions, task_ids):
+        out = []
+        for c, task_id in zip(completions, task_ids, strict=True):
+            ms = 1.0 + sum(map(ord, c[0]["content"])) % 7
+            out.append(
+                EvalRecord(
+                    task_id=task_id,
+                    candidate="c",
+                    candidate_sha="s",
+                    status="ok",
+                    runtime_ms=ms,
+                    ref_runtime_ms=4.0,
+                    speedup=4.0 / ms,
+                )  # fmt: skip
+            )
+        return out
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_latest_checkpoint_with_its_lora_weights(tmp_path):
+    cfg2 = config("model=m1", "train.max_steps=2", "train.learning_rate=1e-2")
+    first = grpo.build_trainer(cfg2, tmp_path, _VaryingSource())
+    first.train(resume_from_checkpoint=common.resume_point(cfg2, tmp_path))
+    saved = latest_checkpoint(tmp_path)
+    assert saved.name == "checkpoint-2"
+    saved_lora = load_file(saved / "adapter_model.safetensors")
+    assert any(t.abs().sum() > 0 for n, t in saved_lora.items() if "lora_B" in n)  # trained
+
+    cfg3 = config("model=m1", "train.max_steps=3", "train.learning_rate=1e-2")
+    second = grpo.build_trainer(cfg3, tmp_path, _VaryingSource())
+    seen = {}
+
+    from transformers import TrainerCallback
+
+    class Snapshot(TrainerCallback):
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            if not seen:
+                seen["step"] = state.global_step
+                seen["lora"] = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_B" in n}
+
+    second.add_callback(Snapshot())
+    resume = common.resume_point(cfg3, tmp_path)
+    assert resume == str(saved)
+    second.train(resume_from_checkpoint=resume)
+    assert seen["step"] == 2 and second.state.global_step == 3
+    by_suffix = {n.split("base_model.model.")[-1]: t for n, t in saved_lora.items()}
+    for name, tensor in seen["lora"].items():
+        key = name.split("base_model.model.")[-1].replace(".default", "")
+        assert torch.equal(tensor, by_suffix[key]), name
+    assert latest_checkpoint(tmp_path).name == "checkpoint-3"

@@ -1,0 +1,219 @@
+"""Trainer plumbing without training: pass@k, datasets, reward source binding, checkpoint stamps."""
+
+import json
+import math
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from warpk.__main__ import CONF_DIR, to_run_config
+from warpk.config import ConfigError, PolicyConfig
+from warpk.evaluator import EvalItem
+from warpk.policy import extract_code
+from warpk.records import EvalRecord
+from warpk.tasks import TaskError
+from warpk.trainers.checkpoints import (
+    CheckpointMismatch,
+    check_stamp,
+    latest_checkpoint,
+    write_stamp,
+)
+from warpk.trainers.data import grpo_rows, heldout_tasks, sft_rows, train_tasks
+from warpk.trainers.grpo import check_batch
+from warpk.trainers.sample import NO_CODE, evaluate_samples, pass_at_k, policy_metrics
+from warpk.trainers.source import EvaluatorSource
+
+
+def config(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+        base = ["stage=train", "policy=tiny", "hardware=cpu", "logger=disabled"]
+        return to_run_config(compose("config", overrides=base + list(overrides)), [])
+
+
+# --- pass@k (Chen et al. 2021), hand-computed --------------------------------------------------
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (5, 2, 1, 2 / 5),  # 1 - C(3,1)/C(5,1) = 1 - 3/5
+        (5, 2, 2, 1 - 3 / 10),  # 1 - C(3,2)/C(5,2)
+        (10, 3, 5, 1 - 21 / 252),  # 1 - C(7,5)/C(10,5)
+        (4, 0, 2, 0.0),
+        (3, 2, 2, 1.0),  # n - c < k: every draw of 2 holds a correct one
+        (1, 1, 1, 1.0),
+    ],
+)
+def test_pass_at_k_matches_hand_computed_values(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(3, 4, 1), (3, 1, 4), (3, 1, 0)])
+def test_pass_at_k_rejects_impossible_counts(n, c, k):
+    with pytest.raises(ValueError, match="pass@k"):
+        pass_at_k(n, c, k)
+
+
+def _record(task: str, status: str, sample: int, speedup: float | None = None) -> EvalRecord:
+    return EvalRecord(
+        task_id=task,
+        candidate=f"sample{sample}",
+        candidate_sha="x",
+        status=status,
+        error=None if status == "ok" else "why",
+        speedup=speedup,
+        sample=sample,
+    )
+
+
+def test_policy_metrics_average_pass_at_k_over_tasks():
+    records = [
+        _record("a", "ok", 0, speedup=2.0),
+        _record("a", "incorrect", 1),
+        _record("b", "static_reject", 0),
+        _record("b", "static_reject", 1),
+    ]
+    m = policy_metrics(records, k=2)
+    assert m["pass_at_1"] == pytest.approx((0.5 + 0.0) / 2)
+    assert m["pass_at_k"] == pytest.approx((1.0 + 0.0) / 2)
+    assert m["compile_rate"] == pytest.approx(2 / 4)  # ok and incorrect compiled
+    assert m["correct_rate"] == pytest.approx(1 / 4)
+    assert m["fast_1"] == pytest.approx(1 / 4)
+    assert m["geomean_speedup"] == pytest.approx(2.0)
+    assert m["energy_ratio"] is None and m["energy_source"] == "none"
+
+
+class _FakeEvaluator:
+    """Says `ok` for the task whose solution text it is given, `incorrect` for any other."""
+
+    def __init__(self):
+        self.calls: list[list[EvalItem]] = []
+
+    def evaluate_many(self, items):
+        self.calls.append(list(items))
+        return [
+            _record(
+                i.task.task_id, "ok" if i.task.name in i.candidate_source else "incorrect", 0, speedup=1.5
+            )
+            for i in items
+        ]
+
+
+def _answer(task_name: str) -> str:
+    return f"Here:\n```python\n# solves {task_name}\nclass ModelNew:\n    pass\n```\n"
+
+
+def test_evaluator_source_binds_each_completion_to_its_own_task_in_one_call():
+    tasks = train_tasks(config())
+    a, b = tasks[0], tasks[1]
+    fake = _FakeEvaluator()
+    source = EvaluatorSource(fake, tasks)
+    completions = [
+        [{"role": "assistant", "content": _answer(a.name)}],  # right task
+        [{"role": "assistant", "content": _answer(a.name)}],  # A's answer, submitted for B
+        [{"role": "assistant", "content": "no code at all"}],
+        [{"role": "assistant", "content": _answer(b.name)}],
+    ]
+    records = source.records_for(completions, [a.task_id, b.task_id, a.task_id, b.task_id])
+    assert len(fake.calls) == 1 and len(fake.calls[0]) == 3  # the no-code completion never runs
+    assert [i.task.task_id for i in fake.calls[0]] == [a.task_id, b.task_id, b.task_id]
+    assert [None if r is None else r.status for r in records] == ["ok", "incorrect", None, "ok"]
+    assert source.counts == {"ok": 2, "incorrect": 1, "no_code": 1}
+    with pytest.raises(KeyError, match="does not know"):
+        source.records_for(["x"], ["bundled/nope"])
+
+
+def test_evaluate_samples_labels_no_code_and_keeps_sample_index():
+    tasks = heldout_tasks(config())
+    t = tasks[0]
+    fake = _FakeEvaluator()
+    records = evaluate_samples({t.task_id: ["nonsense", _answer(t.name)]}, tasks, fake, "cpu")
+    assert [r.sample for r in records] == [0, 1]
+    assert records[0].status == "static_reject" and records[0].error == NO_CODE
+    assert records[1].status == "ok" and len(fake.calls) == 1
+    assert EvalRecord.from_json(records[1].to_json()) == records[1]
+
+
+# --- datasets ------------------------------------------------------------------------------
+def test_training_data_never_holds_a_heldout_task():
+    cfg = config()
+    heldout = {t.task_id for t in heldout_tasks(cfg)}
+    assert heldout and all(t.split == "heldout" for t in heldout_tasks(cfg))
+    train = {t.task_id for t in train_tasks(cfg)}
+    assert train and not train & heldout
+    assert {r["task_id"] for r in grpo_rows(cfg, train_tasks(cfg))} == train
+    assert {r["task_id"] for r in sft_rows(cfg, train_tasks(cfg))} <= train
+    with pytest.raises(TaskError, match="never trains on tasks.split=heldout"):
+        train_tasks(config("tasks.split=heldout"))
+
+
+def test_sft_pairs_on_cpu_are_torch_solutions_in_the_answer_format():
+    cfg = config()
+    rows = sft_rows(cfg, train_tasks(cfg))
+    assert len(rows) == len(train_tasks(cfg))  # one torch solution per task runs on the CPU
+    for row in rows:
+        code = extract_code(row["completion"][0]["content"])
+        assert code is not None and "load_inline" not in code and "triton" not in code
+        name = row["task_id"].split("/")[1]
+        assert row["prompt"][-1]["content"].count(name) >= 1
+
+
+def test_long_prompts_are_left_out_and_none_left_is_an_error():
+    class CountChars:  # a stand-in tokenizer: one token per character
+        def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+            return "".join(m["content"] for m in messages)
+
+        def __call__(self, text):
+            return {"input_ids": list(text)}
+
+    cfg = config()
+    tasks = train_tasks(cfg)
+    lengths = sorted(
+        len(CountChars().apply_chat_template(r["prompt"], True, False)) for r in grpo_rows(cfg, tasks)
+    )
+    limit = lengths[len(lengths) // 2]
+    kept = grpo_rows(config(f"train.max_prompt_length={limit}"), tasks, CountChars())
+    assert 0 < len(kept) < len(tasks)
+    with pytest.raises(TaskError, match="train.max_prompt_length"):
+        grpo_rows(config("train.max_prompt_length=16"), tasks, CountChars())
+
+
+# --- config --------------------------------------------------------------------------------
+def test_group_size_must_divide_the_generation_batch():
+    assert config("model=m2").train.num_generations == 8
+    check_batch(config("model=m2"))
+    with pytest.raises(ConfigError, match="multiple of train.num_generations=8"):
+        check_batch(config("model=m2", "train.per_device_batch_size=6"))
+    with pytest.raises(ConfigError, match="train.num_generations"):
+        config("train.num_generations=1")
+
+
+def test_m0_preset_sets_a_higher_sft_learning_rate():
+    assert config("model=m0").train.learning_rate > config("model=m1").train.learning_rate
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+def test_stamp_refuses_an_adapter_of_another_base_model(tmp_path):
+    tiny = PolicyConfig(name="tiny", hidden_size=64, num_hidden_layers=2)
+    write_stamp(tmp_path, tiny, arm="m2")
+    assert check_stamp(tmp_path, tiny)["arm"] == "m2"
+    with pytest.raises(CheckpointMismatch, match="hidden_size: trained 64, requested 32"):
+        check_stamp(tmp_path, PolicyConfig(name="tiny", hidden_size=32, num_hidden_layers=2))
+    qwen = PolicyConfig(name="qwen2.5-coder-7b", hf_id="Qwen/Qwen2.5-Coder-7B-Instruct")
+    with pytest.raises(CheckpointMismatch, match="policy=qwen2.5-coder-7b"):
+        check_stamp(tmp_path, qwen)
+    with pytest.raises(CheckpointMismatch, match="no warpk_policy.json"):
+        check_stamp(tmp_path / "elsewhere", tiny)
+
+
+def test_latest_checkpoint_is_the_highest_step_with_a_trainer_state(tmp_path):
+    assert latest_checkpoint(tmp_path) is None
+    for step, complete in ((2, True), (10, True), (12, False)):
+        folder = tmp_path / "checkpoints" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        if complete:
+            (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    assert latest_checkpoint(tmp_path).name == "checkpoint-10"  # 12 was torn: no state
+
+
+def test_pass_at_k_is_monotone_in_k():
+    values = [pass_at_k(8, 2, k) for k in range(1, 8)]
+    assert all(b >= a for a, b in zip(values, values[1:], strict=False)) and math.isclose(values[-1], 1.0)
