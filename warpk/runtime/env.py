@@ -296,6 +296,9 @@ class ServingEnv(gym.Env):
             "energy_j": self.window["energy_j"],
             "completed": len(finished),
             "late": late,
+            "e2e_mean_s": float(np.mean(self.finish_s[finished] - self.trace.arrival_s[finished]))
+            if len(finished)
+            else 0.0,
             "waiting": self.arrived - self.admitted,
             "running": len(self.run_idx),
             "ttft_p95_recent_s": ttft,

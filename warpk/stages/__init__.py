@@ -14,7 +14,6 @@ from warpk.config import RunConfig
 
 # stage -> what it needs before it can run
 NOT_YET = {
-    "runtime": "the serving environment and M4 PPO land with issue #6 (runtime control)",
     "hrl": "M5 hierarchical RL lands with issue #6 (runtime control), after issue #5",
 }
 

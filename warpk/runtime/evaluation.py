@@ -1,0 +1,135 @@
+"""Running policies on fixed seeds and summarising them: mean and 95% t-interval per metric.
+
+A policy is anything with `name`, `reset(env)` and `act(obs, info) -> action`; baselines, the PPO
+wrapper and static settings all are. Every number here comes out of `ServingEnv` episodes: the
+simulator's measured cost fit with the modelled cap/clock effect (docs/runtime.md).
+
+SLA attainment: the share of an episode's requests whose TTFT and E2E are both within the `sla`
+limits (`ttft_p95_s`, `e2e_p95_s`); `sla_met` (p95 of both within the limits) is what the static
+searches require on every seed.
+
+Non-goals: no training here; no plotting.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+import numpy as np
+from rich.table import Table
+from scipy import stats
+
+from warpk.runtime.env import EpisodeResult, ServingEnv
+
+METRICS = ("energy_per_request_j", "ttft_p95_s", "e2e_p95_s", "sla_attainment", "throughput_rps")
+
+
+class Policy(Protocol):
+    name: str
+
+    def reset(self, env: ServingEnv) -> None: ...
+
+    def act(self, obs: np.ndarray, info: dict) -> np.ndarray: ...
+
+
+def run_episode(env: ServingEnv, policy: Policy, seed: int, on_step=None) -> EpisodeResult:
+    """One episode on `seed`; `on_step(setting)` is called with each action's setting (actuators)."""
+    obs, info = env.reset(seed=seed)
+    policy.reset(env)
+    while True:
+        action = policy.act(obs, info)
+        if on_step is not None:
+            on_step(env.setting(action))
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            return env.result(seed)
+
+
+def evaluate(env: ServingEnv, policy: Policy, seeds: list[int], on_step=None) -> list[EpisodeResult]:
+    return [run_episode(env, policy, s, on_step) for s in seeds]
+
+
+def mean_ci95(values: list[float]) -> tuple[float, float]:
+    """(mean, half-width of the 95% Student-t interval); half-width is nan for one value."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return float(x.mean()), math.nan
+    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(half)
+
+
+@dataclass(frozen=True)
+class PolicySummary:
+    """One policy on the evaluation seeds: mean and 95% CI half-width of every metric."""
+
+    policy: str
+    setting: str  # the static setting, or how the policy decides
+    n_seeds: int
+    energy_per_request_j: float
+    energy_per_request_j_ci95: float
+    ttft_p95_s: float
+    ttft_p95_s_ci95: float
+    e2e_p95_s: float
+    e2e_p95_s_ci95: float
+    sla_attainment: float
+    sla_attainment_ci95: float
+    throughput_rps: float
+    throughput_rps_ci95: float
+    sla_met_seeds: int  # seeds on which TTFT p95 and E2E p95 were both within the limits
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(policy: str, setting: str, results: list[EpisodeResult]) -> PolicySummary:
+    values = {}
+    for m in METRICS:
+        mean, half = mean_ci95([getattr(r, m) for r in results])
+        values[m], values[f"{m}_ci95"] = mean, half
+    return PolicySummary(
+        policy, setting, len(results), **values, sla_met_seeds=sum(r.sla_met for r in results)
+    )
+
+
+def _pm(mean: float, half: float, spec: str) -> str:
+    return format(mean, spec) + ("" if math.isnan(half) else " ± " + format(half, spec))
+
+
+HEADERS = ("policy", "setting", "J/request", "TTFT p95 s", "E2E p95 s", "SLA attainment", "req/s", "SLA met")
+
+
+def _row(s: PolicySummary) -> tuple[str, ...]:
+    return (
+        s.policy,
+        s.setting,
+        _pm(s.energy_per_request_j, s.energy_per_request_j_ci95, ".1f"),
+        _pm(s.ttft_p95_s, s.ttft_p95_s_ci95, ".2f"),
+        _pm(s.e2e_p95_s, s.e2e_p95_s_ci95, ".1f"),
+        _pm(s.sla_attainment, s.sla_attainment_ci95, ".3f"),
+        _pm(s.throughput_rps, s.throughput_rps_ci95, ".2f"),
+        f"{s.sla_met_seeds}/{s.n_seeds}",
+    )
+
+
+def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str) -> str:
+    return (
+        f"sla={sla_name} (TTFT p95 <= {ttft_s:g} s, E2E p95 <= {e2e_s:g} s); mean ± 95% t-interval over "
+        f"held-out seeds. SIMULATED: measured cost fit ({calibration}) with MODELLED power-cap/clock effects."
+    )
+
+
+def rich_table(summaries: list[PolicySummary], title: str, note: str) -> Table:
+    table = Table(title=title, caption=note)
+    for h in HEADERS:
+        table.add_column(h, justify="left" if h in ("policy", "setting") else "right", overflow="fold")
+    for s in summaries:
+        table.add_row(*_row(s))
+    return table
+
+
+def markdown_table(summaries: list[PolicySummary], title: str, note: str) -> str:
+    lines = [f"### {title}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(_row(s)) + " |" for s in summaries]
+    return "\n".join([*lines, "", note, ""])

@@ -1,0 +1,81 @@
+"""M4: PPO (stable-baselines3) on `ServingEnv`, and the trained policy as an evaluation `Policy`.
+
+Training episodes come from the environment's own random stream, seeded once with the run seed;
+evaluation uses fixed held-out seeds (stages/runtime.py), so no evaluation trace is trained on.
+Torch runs on the CPU with one thread: the MLP is tiny and the simulator is the cost.
+
+Non-goals: no hyperparameter search; no recurrent policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from warpk.runtime.env import ServingEnv
+
+# PPO settings: a rollout is 10 episodes of 48 steps at the defaults; gamma 0.95 looks ~20 control
+# periods ahead, longer than a queue takes to build up and drain under the SLA limits.
+PPO_KWARGS = dict(
+    learning_rate=3e-4,
+    n_steps=480,
+    batch_size=120,
+    n_epochs=8,
+    gamma=0.95,
+    gae_lambda=0.9,
+    ent_coef=0.01,
+    policy_kwargs=dict(net_arch=[64, 64]),
+)
+
+
+def train_ppo(env: ServingEnv, timesteps: int, seed: int, progress: Callable[[int], None] | None = None):
+    """A PPO model trained on `env` for `timesteps` control steps."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(1)
+
+    class _Progress(BaseCallback):
+        def _on_step(self) -> bool:
+            if progress is not None:
+                progress(self.num_timesteps)
+            return True
+
+    n_steps = min(PPO_KWARGS["n_steps"], max(timesteps, 8))
+    kwargs = {**PPO_KWARGS, "n_steps": n_steps, "batch_size": min(PPO_KWARGS["batch_size"], n_steps)}
+    model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    model.learn(total_timesteps=timesteps, callback=_Progress())
+    return model
+
+
+@dataclass
+class PPOPolicy:
+    """A trained PPO model acting deterministically (the mode of its action distribution)."""
+
+    model: object
+    name: str = "M4 PPO"
+
+    def reset(self, env: ServingEnv) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
+        action, _ = self.model.predict(obs, deterministic=True)
+        return np.asarray(action, dtype=np.int64)
+
+
+@dataclass
+class RandomPolicy:
+    """Uniformly random actions from a seeded generator (the floor a trained policy must clear)."""
+
+    seed: int = 0
+    name: str = "random"
+
+    def reset(self, env: ServingEnv) -> None:
+        self.space = env.action_space
+        self.rng = np.random.default_rng(self.seed)
+
+    def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
+        return self.rng.integers(0, self.space.nvec)

@@ -1,0 +1,189 @@
+"""`stage=runtime` (M4): train PPO on the calibrated serving simulator, compare it with baselines.
+
+    python -m warpk stage=runtime model=m4 sla=mixed
+
+1. Load the calibration file (`runtime.calibration`, measured on the GPU; a test fixture is
+   refused) and report the cost fit's error on held-out measured points.
+2. Build `ServingEnv` for `runtime.gpu` (its cap range and clock profiles) and the `sla` regime.
+3. Train PPO for `runtime.ppo_timesteps` control steps on training episodes.
+4. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
+   cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
+   oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
+5. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
+   and runtime_results.md under the run dir, log the same to W&B, print the table.
+
+Every figure is SIMULATED (measured cost fit + MODELLED cap/clock effect); the table says so.
+With runtime.actuator=nvml (and runtime.nvml_opt_in=true) the PPO policy's settings are also
+applied to the real GPU during its evaluation episodes and restored afterwards; the reported
+numbers stay simulated.
+
+Non-goals: M5 (stage=hrl).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from warpk.config import RunConfig
+from warpk.runtime import baselines
+from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
+from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
+from warpk.runtime.evaluation import (
+    METRICS,
+    PolicySummary,
+    caption,
+    evaluate,
+    markdown_table,
+    rich_table,
+    summarize,
+)
+from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo
+
+EVAL_SEED_BASE = 1_000_000  # held-out evaluation episodes
+TUNING_SEED_BASE = 2_000_000  # episodes the baselines' sweeps may look at
+
+
+def _slug(name: str) -> str:
+    return name.lower().replace(" ", "_").replace("-", "_")
+
+
+def calibration_path(config: RunConfig) -> Path:
+    path = Path(config.runtime.calibration)
+    return path if path.is_absolute() else REPO / path
+
+
+def _actuator(config: RunConfig):
+    """The actuator PPO's settings go to during evaluation: None (simulated) or NVML."""
+    if config.runtime.actuator != "nvml":
+        return None
+    from warpk.runtime.actuators import NvmlActuator
+
+    if config.hardware.name != config.runtime.gpu:
+        sys.exit(
+            f"warpk: runtime.actuator=nvml needs hardware={config.runtime.gpu} (the simulated GPU), "
+            f"got hardware={config.hardware.name}"
+        )
+    return NvmlActuator(opt_in=config.runtime.nvml_opt_in)
+
+
+def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
+    """Train, evaluate, write runtime_results.{jsonl,md}; returns the summary metrics."""
+    rt, sla = config.runtime, config.sla
+    console = Console(width=None if Console().is_terminal else 160)
+    try:
+        cal = load_calibration(calibration_path(config), allow_fixture=rt.allow_fixture_calibration)
+        fit_error = heldout_error(cal)
+    except CalibrationError as err:
+        sys.exit(f"warpk: {err}")
+    gpu = load_gpu_profile(rt.gpu)
+    env = ServingEnv(rt, sla, gpu, cal)
+    train_env = ServingEnv(rt, sla, gpu, cal)
+    eval_seeds = [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(rt.eval_seeds)]
+    tuning_seeds = [TUNING_SEED_BASE + 1000 * config.seed + i for i in range(rt.tuning_seeds)]
+    console.print(
+        f"calibration {cal.path} ({cal.gpu}, {cal.model}); cost fit error on held-out measured points: "
+        f"decode step time {fit_error.decode_time_mape:.1%}, energy {fit_error.decode_energy_mape:.1%}; "
+        f"prefill time {fit_error.prefill_time_mape:.1%}, energy {fit_error.prefill_energy_mape:.1%}"
+    )
+
+    started = time.monotonic()
+    with Progress(
+        TextColumn("[bold]PPO[/bold]"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task("", total=rt.ppo_timesteps)
+        model = train_ppo(
+            train_env, rt.ppo_timesteps, config.seed, lambda n: progress.update(bar, completed=n)
+        )
+    train_s = time.monotonic() - started
+    log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps})
+
+    with console.status("baselines: sweeps and the oracle grid"):
+        oracle, _ = baselines.oracle_static(env, eval_seeds)
+        policies = [
+            baselines.static_max(env),
+            baselines.best_static_cap(env, tuning_seeds),
+            baselines.ZeusPowerLimit(eta=rt.zeus_eta),
+            baselines.SloSlackController(),
+            oracle,
+            RandomPolicy(seed=config.seed),
+            PPOPolicy(model),
+        ]
+    actuator = _actuator(config)
+    summaries: list[PolicySummary] = []
+    with (run_dir / "runtime_results.jsonl").open("w") as sink:
+        for policy in policies:
+            on_step = None
+            if actuator is not None and isinstance(policy, PPOPolicy):
+                on_step = actuator.apply
+            if on_step is not None:
+                with actuator:
+                    results = evaluate(env, policy, eval_seeds, on_step)
+            else:
+                results = evaluate(env, policy, eval_seeds)
+            setting = env.setting(policy.action).label if hasattr(policy, "action") else "adaptive"
+            for r in results:
+                sink.write(json.dumps({"policy": policy.name, "setting": setting, **asdict(r)}) + "\n")
+            summary = summarize(policy.name, setting, results)
+            sink.write(json.dumps({"summary": True, **summary.to_dict()}) + "\n")
+            summaries.append(summary)
+            log(
+                {
+                    f"runtime/{_slug(policy.name)}/{k}": v
+                    for k, v in summary.to_dict().items()
+                    if isinstance(v, int | float)
+                }
+            )
+
+    title = f"M4 PPO versus baselines, sla={sla.name}"
+    note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name)
+    console.print(rich_table(summaries, title, note))
+    (run_dir / "runtime_results.md").write_text(markdown_table(summaries, title, note))
+    out = _summary(summaries, fit_error, train_s)
+    saving, attainment = out["ppo_energy_saving_vs_best_static"], out["ppo_sla_attainment_minus_best_static"]
+    console.print(
+        f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%}, SLA attainment "
+        f"{attainment:+.3f} -> goal (>= 10% less energy at equal or better attainment) "
+        + ("MET" if out["ppo_goal_met"] else "NOT met")
+    )
+    console.print(f"results: {run_dir / 'runtime_results.md'}")
+    return out
+
+
+def _summary(summaries: list[PolicySummary], fit_error, train_s: float) -> dict:
+    out: dict = {
+        "energy_source": "simulated (measured cost fit + modelled cap/clock)",
+        "ppo_train_s": train_s,
+    }
+    for s in summaries:
+        for m in METRICS:
+            out[f"{_slug(s.policy)}/{m}"] = getattr(s, m)
+            out[f"{_slug(s.policy)}/{m}_ci95"] = getattr(s, f"{m}_ci95")
+    by_name = {s.policy: s for s in summaries}
+    ppo = by_name["M4 PPO"]
+    statics = [by_name[n] for n in ("static max", "best static cap", "oracle static")]
+    meeting = [s for s in statics if s.sla_met_seeds == s.n_seeds] or statics
+    best = min(meeting, key=lambda s: s.energy_per_request_j)
+    out["best_static_policy"] = best.policy
+    out["ppo_energy_saving_vs_best_static"] = 1.0 - ppo.energy_per_request_j / best.energy_per_request_j
+    out["ppo_sla_attainment_minus_best_static"] = ppo.sla_attainment - best.sla_attainment
+    out["ppo_goal_met"] = bool(
+        out["ppo_energy_saving_vs_best_static"] >= 0.10 and ppo.sla_attainment >= best.sla_attainment
+    )
+    out["fit/decode_time_heldout_mape"] = fit_error.decode_time_mape
+    out["fit/decode_energy_heldout_mape"] = fit_error.decode_energy_mape
+    out["fit/prefill_time_heldout_mape"] = fit_error.prefill_time_mape
+    out["fit/prefill_energy_heldout_mape"] = fit_error.prefill_energy_mape
+    return out
