@@ -115,6 +115,67 @@ def prefill_fn(model, batch: int, tokens: int, vocab: int, device: str):
     return step
 
 
+def graphed(step):
+    """`step` captured in a CUDA graph (what production servers do for decode): replaying it costs
+    no Python or kernel-launch time, so small batches are timed as the GPU runs them."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def static_decode_fn(model, batch: int, context: int, vocab: int, device: str):
+    """One decode step at position `context` of a static KV cache holding `context` tokens.
+
+    The cache is exactly `context + 1` long, so the step's query attends to every slot and the
+    step rewrites the same slot each time: every call sees the same context, and the step has
+    fixed shapes (graph-capturable).
+    """
+    import torch
+    from transformers import StaticCache
+
+    try:
+        cache = StaticCache(config=model.config, max_cache_len=context + 1)
+    except TypeError:  # transformers 4.x
+        cache = StaticCache(config=model.config, max_batch_size=batch, max_cache_len=context + 1,
+                            device=device, dtype=model.dtype)
+    prompt = torch.randint(0, vocab, (batch, context), device=device)
+    with torch.inference_mode():
+        for start in range(0, context, 512):
+            chunk = prompt[:, start:start + 512]
+            positions = torch.arange(start, start + chunk.shape[1], device=device)
+            model(input_ids=chunk, past_key_values=cache, cache_position=positions,
+                  position_ids=positions.expand(batch, -1), use_cache=True, logits_to_keep=1)
+    token = torch.randint(0, vocab, (batch, 1), device=device)
+    position = torch.tensor([context], device=device)
+
+    def step():
+        with torch.inference_mode():
+            model(input_ids=token, past_key_values=cache, cache_position=position,
+                  position_ids=position.expand(batch, 1), use_cache=True, logits_to_keep=1)
+            rewind(cache, context)
+
+    return step
+
+
+def rewind(cache, length: int) -> None:
+    """Set a static cache's fill level back to `length` (transformers 5 counts it on the device)."""
+    for layer in getattr(cache, "layers", []):
+        filled = getattr(layer, "cumulative_length", None)
+        if hasattr(filled, "fill_"):
+            filled.fill_(length)
+        elif isinstance(filled, int):
+            layer.cumulative_length = length
+
+
 def decode_fn(model, batch: int, context: int, vocab: int, device: str):
     """One decode step over a KV cache of `context` tokens, cropped back after each step."""
     import torch
@@ -148,6 +209,7 @@ def calibration_document(args, info: dict, idle_power_w, prefill: list, decode: 
                   "Qwen2.5-7B architecture (28 layers, hidden 3584, 28 heads, 4 KV heads), random weights"),
         "dtype": args.dtype,
         "attention": "sdpa (transformers)",
+        "mode": args.mode if args.device == "cuda" else "eager",
         "date": datetime.date.today().isoformat(),
         "command": "python benchmarks/calibrate_serving.py " + " ".join(sys.argv[1:]),
         "energy_source": info["energy_source"],
@@ -183,13 +245,16 @@ def markdown(doc: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--name", default="h200_qwen2.5-7b")
+    p.add_argument("--name", default="h200_qwen2.5-7b", help="output file name, without extension")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--gpu", type=int, default=0)
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--tiny", action="store_true", help="tiny architecture and few points (smoke test)")
     p.add_argument("--window-s", type=float, default=1.0, help="minimum energy window per repeat")
     p.add_argument("--repeats", type=int, default=2, help="energy windows per point")
+    p.add_argument("--mode", default="graph", choices=["graph", "eager"],
+                   help="graph: each call replays a CUDA graph (static KV cache for decode); eager: "
+                        "plain transformers calls (Python and launch overhead included)")
     args = p.parse_args(argv)
 
     import torch
@@ -227,16 +292,31 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(arch, device, dtype)
     print(f"model built in {time.monotonic() - t0:.1f} s; idle power {idle_power_w} W", flush=True)
     prefill, decode = [], []
+    use_graphs = args.mode == "graph" and args.device == "cuda"
+
+    def prepare(make_eager, make_static, *point):
+        """The step to measure and how it runs; a point whose graph capture fails runs eager, labelled."""
+        if not use_graphs:
+            return make_eager(model, *point, arch["vocab_size"], device), "eager"
+        try:
+            return graphed(make_static(model, *point, arch["vocab_size"], device)), "cuda_graph"
+        except Exception as err:  # noqa: BLE001 - recorded per point, never silent
+            torch.cuda.synchronize()
+            return (make_eager(model, *point, arch["vocab_size"], device),
+                    f"eager (graph capture failed: {type(err).__name__}: {str(err)[:120]})")
+
     for batch, tokens in prefill_points:
-        m = meter.measure(prefill_fn(model, batch, tokens, arch["vocab_size"], device), sync)
-        prefill.append({"batch": batch, "prompt_tokens": tokens, **m})
-        print(f"prefill b={batch} t={tokens}: {m['time_s'] * 1e3:.2f} ms {m['energy_j']} J "
+        fn, mode = prepare(prefill_fn, prefill_fn, batch, tokens)
+        m = meter.measure(fn, sync)
+        prefill.append({"batch": batch, "prompt_tokens": tokens, "mode": mode, **m})
+        print(f"prefill b={batch} t={tokens} [{mode}]: {m['time_s'] * 1e3:.2f} ms {m['energy_j']} J "
               f"{m['power_w']} W", flush=True)
     for batch, context in decode_points:
-        m = meter.measure(decode_fn(model, batch, context, arch["vocab_size"], device), sync)
-        decode.append({"batch": batch, "context_tokens": context, "step_time_s": m.pop("time_s"),
-                       "energy_j_per_step": m.pop("energy_j"), **m})
-        print(f"decode b={batch} ctx={context}: {decode[-1]['step_time_s'] * 1e3:.2f} ms "
+        fn, mode = prepare(decode_fn, static_decode_fn, batch, context)
+        m = meter.measure(fn, sync)
+        decode.append({"batch": batch, "context_tokens": context, "mode": mode,
+                       "step_time_s": m.pop("time_s"), "energy_j_per_step": m.pop("energy_j"), **m})
+        print(f"decode b={batch} ctx={context} [{mode}]: {decode[-1]['step_time_s'] * 1e3:.2f} ms "
               f"{decode[-1]['energy_j_per_step']} J {m['power_w']} W", flush=True)
         if args.device == "cuda":
             torch.cuda.empty_cache()
