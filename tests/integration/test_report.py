@@ -1,0 +1,261 @@
+"""stage=report on run dirs made by real tiny runs in this module: tables, manifest, figures, rules.
+
+Two arms, two seeds each, on four bundled tasks (CPU, modelled energy):
+  m0: `stage=evaluate` of the bundled torch solutions;
+  m2: `stage=evaluate` of a candidates dir holding the same solutions plus the suite's own wrong
+      candidates (kernelbench/negatives), so the failure taxonomy has real failures.
+Every number the report shows comes from those runs' records; the tests trace table cells back
+to record lines and recompute them.
+"""
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from tests.conftest import REPO, run_warpk
+from warpk.records import EvalRecord
+
+pytestmark = pytest.mark.slow  # the module's runs take about 30 s on 2 cores
+
+TASKS = ["01_softmax", "02_layer_norm", "04_rms_norm", "06_residual_add_layer_norm"]
+LABEL_COLUMNS = {"arm", "task", "run", "metric", "status", "category", "example error", "paired by"}
+
+
+def _ok(result):
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("report-runs")
+    candidates = root / "candidates"
+    for task in TASKS:
+        (candidates / task).mkdir(parents=True)
+        shutil.copy(REPO / "kernelbench" / "solutions" / task / "torch_fused.py", candidates / task)
+        for wrong in (REPO / "kernelbench" / "negatives" / task).glob("torch_*.py"):
+            shutil.copy(wrong, candidates / task)
+    common = [
+        "-m",
+        "logger=disabled",
+        f"tasks.subset=[{','.join(TASKS)}]",
+        "seed=11,22",
+        "evaluate.result_cache=false",
+    ]
+    _ok(run_warpk(*common, "model=m0", f"hydra.sweep.dir={root / 'sweep' / 'm0'}"))
+    _ok(
+        run_warpk(
+            *common,
+            "model=m2",
+            f"evaluate.candidates_dir={candidates}",
+            f"hydra.sweep.dir={root / 'sweep' / 'm2'}",
+        )
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(runs) -> Path:
+    out = runs / "report"
+    _ok(
+        run_warpk(
+            "stage=report",
+            f"results={runs / 'sweep'}",
+            "logger=disabled",
+            f"hydra.run.dir={out}",
+            "report.bootstrap_samples=2000",
+        )
+    )
+    return out
+
+
+def _tables(path: Path) -> list[list[str]]:
+    """Rows (header first) of a Markdown table written by the report."""
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            rows.append([c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])])
+    return rows
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_report_writes_its_files_and_summary(report):
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["n_runs"] == 4 and summary["n_arms"] == 2 and summary["n_tasks"] == 4
+    assert summary["energy"] == "modelled"
+    for name in (
+        "per_task.csv",
+        "per_task.jsonl",
+        "per_seed.csv",
+        "matched_pairs.csv",
+        "failure_taxonomy.csv",
+        "manifest.json",
+        "REPORT.md",
+    ):
+        assert (report / name).stat().st_size > 0, name
+    for name in ("per_seed", "per_task", "summary", "comparisons", "matched_runtime", "failure_taxonomy"):
+        assert (report / "tables" / f"{name}.md").is_file() and (report / "tables" / f"{name}.tex").is_file()
+    assert "\\begin{tabular}" in (report / "tables" / "summary.tex").read_text()
+
+
+def test_every_table_number_is_in_the_manifest_with_existing_sources(runs, report):
+    manifest = json.loads((report / "manifest.json").read_text())
+    cells = {(c["table"], c["row"], c["column"]): c for c in manifest["cells"]}
+    checked = 0
+    for md in sorted((report / "tables").glob("*.md")):
+        header, *rows = _tables(md)
+        for r, row in enumerate(rows):
+            for column, text in zip(header, row, strict=True):
+                if column in LABEL_COLUMNS or not _is_number(text):
+                    continue
+                cell = cells[(md.stem, r, column)]
+                assert cell["text"] == text
+                assert cell["sources"], (md.stem, r, column)
+                for source in cell["sources"]:
+                    run = manifest["runs"][source["run_dir"]]
+                    n_lines = len(Path(source["run_dir"], "records.jsonl").read_text().splitlines())
+                    assert all(1 <= line <= n_lines for line in source["records_lines"])
+                    assert run["n_records"] == n_lines
+                checked += 1
+    assert checked > 100
+    for run_dir, run in manifest["runs"].items():
+        digest = hashlib.sha256(Path(run_dir, "resolved_config.yaml").read_bytes()).hexdigest()
+        assert run["config_sha256"] == digest
+        assert run["git_commit"] and run["git_commit_source"].startswith("report-time HEAD")
+
+
+def _records(source) -> list[EvalRecord]:
+    lines = Path(source["run_dir"], "records.jsonl").read_text().splitlines()
+    return [EvalRecord.from_json(lines[i - 1]) for i in source["records_lines"]]
+
+
+def test_a_cell_recomputed_from_its_records_equals_the_table(report):
+    """per_task correct rate = mean over the arm's runs of the fraction of ok records."""
+    manifest = json.loads((report / "manifest.json").read_text())
+    cells = [c for c in manifest["cells"] if c["table"] == "per_task" and c["column"] == "correct rate"]
+    assert len(cells) == 8  # 2 arms x 4 tasks
+    for cell in cells:
+        per_run = [np.mean([r.status == "ok" for r in _records(s)]) for s in cell["sources"]]
+        assert len(per_run) == 2  # two seeds
+        assert format(np.mean(per_run), ".3f") == cell["text"]
+    wrong = [c for c in cells if c["text"] != "1.000"]
+    assert wrong, "the m2 arm holds wrong candidates: some correct rate must be below 1"
+
+
+def test_paired_test_is_scipys_wilcoxon_on_the_per_task_values(report):
+    rows = [json.loads(line) for line in (report / "per_task.jsonl").read_text().splitlines()]
+    mean = {}
+    for arm in ("m0", "m2"):
+        for task in sorted({r["task_id"] for r in rows}):
+            mean[arm, task] = np.mean(
+                [r["correct_rate"] for r in rows if r["arm"] == arm and r["task_id"] == task]
+            )
+    tasks = sorted({r["task_id"] for r in rows})
+    expected = sps.wilcoxon([mean["m2", t] for t in tasks], [mean["m0", t] for t in tasks])
+    header, *table = _tables(report / "tables" / "comparisons.md")
+    row = dict(zip(header, next(r for r in table if r[1] == "correct rate"), strict=True))
+    assert row["arm"] == "m2" and row["pairs"] == "4"
+    assert row["p"] == format(expected.pvalue, ".3g")
+    assert float(row["rank-biserial r"]) < 0  # m2 is less often correct than m0
+
+
+def test_failure_taxonomy_counts_the_failed_records(runs, report):
+    failed = [
+        EvalRecord.from_json(line)
+        for path in (runs / "sweep" / "m2").glob("*/records.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    failed = [r for r in failed if r.status != "ok"]
+    header, *rows = _tables(report / "tables" / "failure_taxonomy.md")
+    assert sum(int(dict(zip(header, r, strict=True))["count"]) for r in rows) == len(failed) > 0
+    assert {dict(zip(header, r, strict=True))["arm"] for r in rows} == {"m2"}
+
+
+def test_figures_are_drawn_or_their_absence_explained(report):
+    assert (report / "figures" / "pareto_runtime_energy.png").stat().st_size > 10_000
+    assert (report / "figures" / "reward_decomposition.png").stat().st_size > 10_000
+    text = (report / "REPORT.md").read_text()
+    assert "pass_at_k_vs_turns: absent: all runs use model.turns=1" in text
+    assert "runtime_regimes: absent: no run dir has runtime_results.jsonl" in text
+    assert "Energy is MODELLED" in (report / "tables" / "per_seed.md").read_text()
+
+
+def test_measured_and_modelled_energy_are_not_compared_unless_asked(runs, tmp_path):
+    # one m0 run relabelled as if its energy had been measured: the report must refuse the mix
+    mixed = tmp_path / "mixed"
+    shutil.copytree(runs / "sweep" / "m2", mixed / "m2")
+    shutil.copytree(runs / "sweep" / "m0" / "0", mixed / "m0")
+    records = mixed / "m0" / "records.jsonl"
+    records.write_text(records.read_text().replace('"energy_source": "model"', '"energy_source": "nvml"'))
+    refused = run_warpk(
+        "stage=report", f"results={mixed}", "logger=disabled", f"hydra.run.dir={tmp_path / 'r1'}"
+    )
+    assert refused.returncode != 0
+    assert "refusing to compare" in refused.stderr and "allow_modelled_energy_compare=true" in refused.stderr
+    allowed = _ok(
+        run_warpk(
+            "stage=report",
+            f"results={mixed}",
+            "logger=disabled",
+            "report.figures=false",
+            "report.allow_modelled_energy_compare=true",
+            f"hydra.run.dir={tmp_path / 'r2'}",
+        )
+    )
+    assert json.loads((tmp_path / "r2" / "summary.json").read_text())["energy"] == "measured+modelled"
+    assert "energy ratio (measured+modelled)" in (tmp_path / "r2" / "tables" / "per_seed.md").read_text()
+    assert allowed.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("results=/no/such/dir", "results=/no/such/dir matches no directory"),
+        ("report.baseline_arm=m9", "report.baseline_arm='m9' is not an arm of these runs; allowed: m0, m2"),
+        ("report.arm_keys=[model.nope]", "has no key 'model.nope'"),
+    ],
+)
+def test_bad_input_fails_with_one_line(runs, tmp_path, override, message):
+    args = [f"results={runs / 'sweep'}", override] if "results=" not in override else [override]
+    result = run_warpk("stage=report", "logger=disabled", f"hydra.run.dir={tmp_path}", *args)
+    assert result.returncode != 0
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_report_reads_a_train_run_and_agrees_with_its_summary(tmp_path):
+    """stage=train (M0 SFT, tiny policy) writes held-out records; the report's pass@1 and failure
+    counts must equal what the train stage itself summarised."""
+    train = tmp_path / "train"
+    _ok(run_warpk("stage=train", "model=m0", "policy=tiny", "logger=disabled", f"hydra.run.dir={train}"))
+    out = tmp_path / "report"
+    _ok(
+        run_warpk(
+            "stage=report",
+            f"results={train}",
+            "logger=disabled",
+            "report.figures=false",
+            f"hydra.run.dir={out}",
+        )
+    )
+    own = json.loads((train / "summary.json").read_text())
+    header, row = _tables(out / "tables" / "per_seed.md")
+    row = dict(zip(header, row, strict=True))
+    assert row["pass@1"] == format(own["pass_at_1"], ".3f")
+    assert row["correct rate"] == format(own["correct_rate"], ".3f")
+    header, *rows = _tables(out / "tables" / "failure_taxonomy.md")
+    failed = own["n_candidates"] - own["n_ok"]
+    assert sum(int(dict(zip(header, r, strict=True))["count"]) for r in rows) == failed
