@@ -39,7 +39,7 @@ def trainer_args(config: RunConfig, run_dir: Path) -> dict:
         "output_dir": str(Path(run_dir) / CHECKPOINTS),
         "use_cpu": on_cpu,  # with bf16=False: pure fp32 on the CPU (no bf16 autocast)
         "bf16": not on_cpu,
-        "activation_checkpointing": False,
+        "activation_checkpointing": not on_cpu,  # trl's default on a GPU (memory); off on the CPU (speed)
         "per_device_train_batch_size": t.per_device_batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
         "max_steps": t.max_steps,

@@ -1,0 +1,385 @@
+"""GRPO training cost of the Qwen2.5-Coder-1.5B and -7B ARCHITECTURES with LoRA, group size 8.
+
+Weights cannot be downloaded on the benchmark machines, so each model is built with RANDOM
+INITIALISATION from the architecture's real config numbers (same shapes, same FLOPs, same memory
+as the released weights), in bf16, and written to a local Hugging Face hub-cache folder
+(`models--Qwen--Qwen2.5-Coder-<size>-Instruct/snapshots/<rev>/`). It is then loaded through the
+project's own path: `warpk.policy.load_policy` with WARPK_HF_CACHE pointing at that folder and
+WARPK_HF_LOCAL_FILES_ONLY=1, and trained by `warpk.trainers.grpo.build_trainer` (trl
+GRPOTrainer, LoRA from the policy preset, rewards from the real evaluator). The tokenizer is the
+tiny policy's BPE padded with added (non-special) tokens up to the model's vocabulary size, so
+every sampled id decodes. The random model writes no code: every completion gets the no-code
+tier, so the evaluator never runs and the figures are the trainer's own cost.
+
+Measured per size: wall time of each GRPO optimizer step (generation + reward + loss + update;
+the first step is warm-up and left out of the mean), generation tokens/s (completion tokens
+sampled / wall time of `generate`, CUDA-synchronised), and peak GPU memory allocated.
+
+    python benchmarks/bench_grpo.py --out results/ [--sizes 1.5b 7b --steps 3 --completion-tokens 256]
+    python benchmarks/bench_grpo.py --tiny --out /tmp/bench   # CPU smoke test: tiny architecture, 1 step
+
+Writes bench_grpo.json and bench_grpo.md to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from warpk.config import (  # noqa: E402
+    EvaluateConfig,
+    HardwareConfig,
+    LoggerConfig,
+    ModelConfig,
+    PolicyConfig,
+    RewardConfig,
+    RunConfig,
+    TrainConfig,
+)
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+NOTE = (
+    "RANDOM INITIALISATION of the real architecture (weights cannot be downloaded here): "
+    "same shapes and compute as the released model, nonsense completions"
+)
+# From the models' config.json on the Hugging Face hub (Qwen/Qwen2.5-Coder-{1.5B,7B}-Instruct).
+ARCHS = {
+    "1.5b": {
+        "preset": "qwen2.5-coder-1.5b",
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+    },
+    "7b": {
+        "preset": "qwen2.5-coder-7b",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+    },
+    "tiny": {  # --tiny: the same path at toy size, for CPU tests
+        "preset": "qwen2.5-coder-1.5b",
+        "hf_id": "warpk-bench/Qwen2-tiny-random",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 2048,
+        "tie_word_embeddings": True,
+    },
+}
+COMMON = {"max_position_embeddings": 32768, "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6}
+
+
+def _load_yaml(group: str, name: str) -> dict:
+    return yaml.safe_load((CONF / group / f"{name}.yaml").read_text())
+
+
+def policy_for(size: str, completion_tokens: int) -> PolicyConfig:
+    arch = ARCHS[size]
+    raw = _load_yaml("policy", arch["preset"])
+    raw.update(max_new_tokens=completion_tokens, temperature=1.0)
+    if "hf_id" in arch:
+        raw["hf_id"] = arch["hf_id"]
+    return PolicyConfig(**raw)
+
+
+def hardware_for(device: str) -> HardwareConfig:
+    raw = _load_yaml("hardware", "h200" if device == "cuda" else "cpu")
+    raw.pop("clock_profiles", None)
+    return HardwareConfig(**raw)
+
+
+def padded_tokenizer(vocab_size: int, tiny_cache: Path):
+    """The tiny policy's tokenizer with added tokens up to `vocab_size` (every id decodes)."""
+    from transformers import AutoTokenizer
+
+    from warpk.policy import build_tiny_policy
+
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_policy(PolicyConfig(), tiny_cache))
+    tokenizer.add_tokens([f"<|rand{i}|>" for i in range(vocab_size - len(tokenizer))])
+    assert len(tokenizer) == vocab_size, (len(tokenizer), vocab_size)
+    return tokenizer
+
+
+def write_random_model(size: str, policy: PolicyConfig, hf_cache: Path, device: str) -> dict:
+    """Build the architecture with random weights (bf16) into the hub-cache layout; returns timings."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    arch = {k: v for k, v in ARCHS[size].items() if k not in ("preset", "hf_id")}
+    tokenizer = padded_tokenizer(arch["vocab_size"], hf_cache / "tiny")
+    config = Qwen2Config(
+        **arch,
+        **COMMON,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    revision = hashlib.sha1(json.dumps(arch, sort_keys=True).encode()).hexdigest()
+    repo = hf_cache / ("models--" + policy.hf_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    start = time.perf_counter()
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM._from_config(config, dtype=torch.bfloat16)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    params = sum(p.numel() for p in model.parameters())
+    init_s = time.perf_counter() - start
+    start = time.perf_counter()
+    model.save_pretrained(snapshot)
+    tokenizer.save_pretrained(snapshot)
+    save_s = time.perf_counter() - start
+    del model
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return {"params": params, "init_s": init_s, "save_s": save_s}
+
+
+def run_config(policy: PolicyConfig, device: str, steps: int, work: Path) -> RunConfig:
+    return RunConfig(
+        stage="train",
+        seed=0,
+        model=ModelConfig(name="m1", trainer="grpo", stage="train"),
+        policy=policy,
+        reward=RewardConfig(**_load_yaml("reward", "kernel")),
+        hardware=hardware_for(device),
+        logger=LoggerConfig(mode="disabled"),
+        evaluate=EvaluateConfig(cache_dir=str(work / "eval-cache"), energy="none"),
+        train=TrainConfig(
+            max_steps=steps,
+            per_device_batch_size=8,
+            num_generations=8,
+            save_steps=10_000,
+            resume=False,
+            heldout_eval=False,
+        ),
+    )
+
+
+class _GenerateTimer:
+    """Wraps a model's `generate`: wall time (CUDA-synchronised) and completion tokens per call."""
+
+    def __init__(self, model, device: str) -> None:
+        self.inner, self.device, self.calls = model.generate, device, []
+        model.generate = self
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def __call__(self, *args, **kwargs):
+        self._sync()
+        start = time.perf_counter()
+        out = self.inner(*args, **kwargs)
+        self._sync()
+        prompt = kwargs["input_ids"].shape[1] if "input_ids" in kwargs else args[0].shape[1]
+        self.calls.append(
+            {"s": time.perf_counter() - start, "tokens": out.shape[0] * (out.shape[1] - prompt)}
+        )
+        return out
+
+
+def step_timer(device: str):
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def _sync(self) -> None:
+            if device == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._sync()
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self._sync()
+            self.times.append(time.perf_counter() - self.start)
+
+    return StepTimer()
+
+
+def bench_size(size: str, device: str, steps: int, completion_tokens: int, work: Path) -> dict:
+    import torch
+
+    from warpk.trainers import common, grpo
+    from warpk.trainers.data import train_tasks
+    from warpk.trainers.source import EvaluatorSource
+
+    hf_cache = work / "hf"
+    policy = policy_for(size, completion_tokens)
+    built = write_random_model(size, policy, hf_cache, device)
+    os.environ["WARPK_HF_CACHE"] = str(hf_cache)
+    os.environ["WARPK_HF_LOCAL_FILES_ONLY"] = "1"
+    config = run_config(policy, device, steps, work)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    source = EvaluatorSource(common.build_evaluator(config), train_tasks(config))
+    trainer = grpo.build_trainer(config, work / "run", source)  # load_policy + LoRA + trl
+    build_s = time.perf_counter() - start
+    timer = step_timer(device)
+    trainer.add_callback(timer)
+    generate = _GenerateTimer(trainer.model, device)
+    trainer.train()
+    timed = timer.times[1:] or timer.times  # the first step warms up kernels and allocator
+    gen = generate.calls[1:] or generate.calls
+    gen_tokens, gen_s = sum(c["tokens"] for c in gen), sum(c["s"] for c in gen)
+    history = [h for h in trainer.state.log_history if "num_tokens" in h]
+    result = {
+        "size": size,
+        "hf_id": policy.hf_id,
+        "arch": {k: v for k, v in ARCHS[size].items() if k != "preset"},
+        "params": built["params"],
+        "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+        "lora_r": policy.lora_r,
+        "lora_targets": list(policy.target_modules),
+        "group_size": config.train.num_generations,
+        "completion_tokens": completion_tokens,
+        "tokens_seen": [int(h["num_tokens"]) for h in history],  # trl: prompt + completion, cumulative
+        "steps": len(timer.times),
+        "step_s": timer.times,
+        "step_mean_s": sum(timed) / len(timed),
+        "generate_calls": generate.calls,
+        "gen_tokens_per_s": gen_tokens / gen_s if gen_s else None,
+        "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
+        "init_s": built["init_s"],
+        "save_s": built["save_s"],
+        "load_and_build_trainer_s": build_s,
+        "completions_no_code": source.counts.get("no_code", 0),
+        "activation_checkpointing": trainer.args.activation_checkpointing,
+    }
+    del trainer, source, generate
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    shutil.rmtree(hf_cache, ignore_errors=True)
+    return result
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# GRPO step cost (bench_grpo.py)",
+        "",
+        f"**{report['note']}.**",
+        "",
+        f"Device: {report['device']}; torch {report['torch']}, transformers {report['transformers']}, "
+        f"trl {report['trl']}, peft {report['peft']}. Group size 8, one prompt per step, LoRA from the "
+        "policy preset, bf16 weights on a GPU (fp32 on the CPU), HF `generate` (no vLLM). "
+        "Step = generate + reward + loss + update; "
+        "mean over steps after the first.",
+        "",
+        "| model | params | LoRA trainable | completion tok | steps | step s (mean) | gen tok/s | "
+        "peak GPU GiB | act. ckpt |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["results"]:
+        mem = "-" if r["peak_gpu_mem_gib"] is None else f"{r['peak_gpu_mem_gib']:.1f}"
+        gen = "-" if r["gen_tokens_per_s"] is None else f"{r['gen_tokens_per_s']:.0f}"
+        lines.append(
+            f"| {r['size']} ({r['hf_id']}) | {r['params'] / 1e6:,.1f} M | "
+            f"{r['trainable_params'] / 1e6:.1f} M | "
+            f"{r['completion_tokens']} | {r['steps']} | {r['step_mean_s']:.2f} | {gen} | {mem} | "
+            f"{r['activation_checkpointing']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--sizes", nargs="+", default=["1.5b", "7b"], choices=["1.5b", "7b"])
+    parser.add_argument(
+        "--steps", type=int, default=3, help="GRPO optimizer steps per size (first = warm-up)"
+    )
+    parser.add_argument("--completion-tokens", type=int, default=256)
+    parser.add_argument("--tiny", action="store_true", help="tiny architecture, 1 step (CPU smoke test)")
+    parser.add_argument(
+        "--work", type=Path, default=None, help="scratch dir for weights (default: a temp dir)"
+    )
+    args = parser.parse_args(argv)
+    # Offline by design: without this, peft's save_pretrained asks the hub about the base model
+    # id and waits ~20 s for a network that is not there.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import peft
+    import torch
+    import transformers
+    import trl
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not args.tiny and device != "cuda":
+        sys.exit("bench_grpo: the 1.5B/7B figures need a CUDA GPU; use --tiny for the CPU smoke test")
+    sizes = ["tiny"] if args.tiny else args.sizes
+    steps = 1 if args.tiny else args.steps
+    completion = min(args.completion_tokens, 16) if args.tiny else args.completion_tokens
+    print(f"bench_grpo: {NOTE}", flush=True)
+    work_root = Path(tempfile.mkdtemp(prefix="bench-grpo-", dir=args.work))
+    report = {
+        "note": NOTE,
+        "device": torch.cuda.get_device_name(0)
+        if device == "cuda"
+        else f"cpu ({platform.processor() or 'cpu'})",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "peft": peft.__version__,
+        "results": [],
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        for size in sizes:
+            print(f"bench_grpo: {size}: building, loading and training {steps} step(s)...", flush=True)
+            result = bench_size(size, device, steps, completion, work_root / size)
+            report["results"].append(result)
+            print(
+                f"bench_grpo: {size}: step {result['step_mean_s']:.2f} s, "
+                f"generate {result['gen_tokens_per_s'] or 0:.0f} tok/s, "
+                f"peak {result['peak_gpu_mem_gib']} GiB",
+                flush=True,
+            )
+            (args.out / "bench_grpo.json").write_text(json.dumps(report, indent=2) + "\n")
+    finally:
+        shutil.rmtree(work_root, ignore_errors=True)
+    (args.out / "bench_grpo.md").write_text(markdown(report))
+    print(markdown(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""benchmarks/bench_grpo.py end to end on the CPU (--tiny): random weights written to a hub-cache
+layout, loaded by warpk.policy.load_policy, one GRPO step, JSON + markdown out."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_bench_grpo_tiny_runs_the_real_loading_and_training_path(tmp_path):
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "benchmarks/bench_grpo.py", "--tiny", "--out", str(out), "--work", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "RANDOM INITIALISATION" in result.stdout
+    report = json.loads((out / "bench_grpo.json").read_text())
+    (r,) = report["results"]
+    assert r["size"] == "tiny" and r["steps"] == 1 and r["group_size"] == 8
+    assert r["params"] > r["trainable_params"] > 0  # LoRA only
+    (call,) = r["generate_calls"]
+    assert call["tokens"] == 8 * r["completion_tokens"]  # the random model never stops early
+    assert r["gen_tokens_per_s"] == pytest.approx(call["tokens"] / call["s"])
+    assert r["completions_no_code"] == 8 and r["peak_gpu_mem_gib"] is None
+    assert "| tiny (warpk-bench/Qwen2-tiny-random) |" in (out / "bench_grpo.md").read_text()
+    assert not list(tmp_path.glob("bench-grpo-*"))  # the scratch weights are removed
+
+
+def test_bench_architectures_match_the_published_configs():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_grpo import ARCHS
+
+    for size, want in (
+        ("1.5b", (1536, 8960, 12, 2, 151936, True)),
+        ("7b", (3584, 18944, 28, 4, 152064, False)),
+    ):
+        a = ARCHS[size]
+        got = (a["hidden_size"], a["intermediate_size"], a["num_attention_heads"], a["num_key_value_heads"],
+               a["vocab_size"], a["tie_word_embeddings"])  # fmt: skip
+        assert got == want and a["num_hidden_layers"] == 28
+        assert (
+            a["hidden_size"] % a["num_attention_heads"] == 0
+            and a["hidden_size"] // a["num_attention_heads"] == 128
+        )
