@@ -280,7 +280,9 @@ def bench_size(size: str, device: str, steps: int, completion_tokens: int, work:
         "save_s": built["save_s"],
         "load_and_build_trainer_s": build_s,
         "completions_no_code": source.counts.get("no_code", 0),
-        "activation_checkpointing": trainer.args.activation_checkpointing,
+        "activation_checkpointing": bool(
+            getattr(trainer.args, "activation_checkpointing", None) or trainer.args.gradient_checkpointing
+        ),
     }
     del trainer, source, generate
     gc.collect()

@@ -31,6 +31,15 @@ def report_to(config: RunConfig) -> str:
     return "wandb" if wandb is not None and getattr(wandb, "run", None) is not None else "none"
 
 
+def _checkpointing_field() -> str:
+    """transformers 5.24 renamed gradient_checkpointing to activation_checkpointing (the old name
+    warns); the GPU machine's transformers 5.17 knows only the old one."""
+    from transformers import TrainingArguments
+
+    fields = TrainingArguments.__dataclass_fields__
+    return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+
+
 def trainer_args(config: RunConfig, run_dir: Path) -> dict:
     """Keyword arguments common to trl's SFTConfig and GRPOConfig."""
     t = config.train
@@ -39,7 +48,7 @@ def trainer_args(config: RunConfig, run_dir: Path) -> dict:
         "output_dir": str(Path(run_dir) / CHECKPOINTS),
         "use_cpu": on_cpu,  # with bf16=False: pure fp32 on the CPU (no bf16 autocast)
         "bf16": not on_cpu,
-        "activation_checkpointing": not on_cpu,  # trl's default on a GPU (memory); off on the CPU (speed)
+        _checkpointing_field(): not on_cpu,  # trl's default on a GPU (memory); off on the CPU (speed)
         "per_device_train_batch_size": t.per_device_batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
         "max_steps": t.max_steps,
