@@ -45,6 +45,7 @@ OBS_NAMES = (
     "ttft_p95_recent_per_limit",
     "e2e_p95_recent_per_limit",
     "oldest_wait_per_ttft_limit",
+    "oldest_running_age_per_e2e_limit",
     "power_per_tdp",
     "prefill_share_of_busy",
     "busy_share",
@@ -273,6 +274,8 @@ class ServingEnv(gym.Env):
         ttft, e2e = self._recent_p95()
         waiting = self.arrived - self.admitted
         oldest = self.t - self.trace.arrival_s[self.admitted] if waiting > 0 else 0.0
+        running_arrivals = self.trace.arrival_s[self.run_idx]
+        oldest_running = self.t - running_arrivals.min() if len(running_arrivals) else 0.0
         busy = self.window["prefill_s"] + self.window["decode_s"]
         sizes = np.maximum(np.asarray(self.action_space.nvec) - 1, 1)
         obs = [
@@ -282,6 +285,7 @@ class ServingEnv(gym.Env):
             ttft / self.sla.ttft_p95_s,
             e2e / self.sla.e2e_p95_s,
             oldest / self.sla.ttft_p95_s,
+            oldest_running / self.sla.e2e_p95_s,
             self.window["energy_j"] / self.period_s / (self.hardware.tdp_w or 1.0),
             self.window["prefill_s"] / busy if busy > 0 else 0.0,
             busy / self.period_s,
