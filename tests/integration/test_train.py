@@ -19,6 +19,7 @@ from tests.conftest import run_warpk
 from warpk.__main__ import CONF_DIR, to_run_config
 from warpk.records import EvalRecord
 from warpk.rewards import reward_functions
+from warpk.rewards.adapters import completion_text
 from warpk.tracking import read_offline_run
 from warpk.trainers import common, grpo, sft
 from warpk.trainers.checkpoints import latest_checkpoint
@@ -147,7 +148,7 @@ class _VaryingSource:
     def records_for(self, completions, task_ids):
         out = []
         for c, task_id in zip(completions, task_ids, strict=True):
-            ms = 1.0 + sum(map(ord, c[0]["content"])) % 7
+            ms = 1.0 + sum(map(ord, completion_text(c))) % 7
             out.append(
                 EvalRecord(
                     task_id=task_id,
@@ -194,3 +195,15 @@ def test_resume_continues_from_the_latest_checkpoint_with_its_lora_weights(tmp_p
         key = name.split("base_model.model.")[-1].replace(".default", "")
         assert torch.equal(tensor, by_suffix[key]), name
     assert latest_checkpoint(tmp_path).name == "checkpoint-3"
+
+
+@pytest.mark.slow
+def test_multiturn_total_is_the_discounted_return_of_the_refinement_turns(tmp_path):
+    cfg = config("model=m1", "model.turns=2", "train.max_steps=1", "train.turn_discount=0.5")
+    source = _VaryingSource()
+    trainer = grpo.build_trainer(cfg, tmp_path, source)
+    trainer.train()
+    (row,) = [h for h in trainer.state.log_history if "rewards/total/mean" in h]
+    turn0, turn1 = row["turns/turn0/total_mean"], row["turns/turn1/total_mean"]
+    assert row["rewards/total/mean"] == pytest.approx(turn0 + 0.5 * turn1, abs=1e-6)
+    assert turn0 >= row["rewards/speedup/mean"] - 1e-6  # turn 0's own terms (total adds the ok floor)

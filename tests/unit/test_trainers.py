@@ -1,5 +1,6 @@
 """Trainer plumbing without training: pass@k, datasets, reward source binding, checkpoint stamps."""
 
+import dataclasses
 import json
 import math
 
@@ -217,3 +218,61 @@ def test_latest_checkpoint_is_the_highest_step_with_a_trainer_state(tmp_path):
 def test_pass_at_k_is_monotone_in_k():
     values = [pass_at_k(8, 2, k) for k in range(1, 8)]
     assert all(b >= a for a, b in zip(values, values[1:], strict=False)) and math.isclose(values[-1], 1.0)
+
+
+# --- multi-turn ----------------------------------------------------------------------------
+def test_discounted_return_by_hand():
+    from warpk.trainers.multiturn import discounted_return
+
+    assert discounted_return([[-1.0, 0.5], [math.log(2), -0.5], [1.0, 1.0]], 0.5) == pytest.approx(
+        [-1.0 + 0.5 * math.log(2) + 0.25, 0.5 - 0.25 + 0.25]
+    )
+    assert discounted_return([[0.3]], 0.9) == [0.3]
+
+
+def test_feedback_reports_the_verdict():
+    from warpk.trainers.multiturn import feedback
+
+    assert "no ```python block" in feedback(None)
+    wrong = dataclasses.replace(_record("a", "incorrect", 0), error="max abs err 0.2")
+    assert "incorrect: max abs err 0.2" in feedback(wrong)
+    assert "speedup over the reference 2.000x" in feedback(_record("a", "ok", 0, speedup=2.0))
+
+
+class _Scripted:
+    """A RecordSource whose verdicts follow the completion text: 'good' -> ok 2x, else no code."""
+
+    def __init__(self):
+        self.calls = []
+
+    def records_for(self, completions, task_ids):
+        self.calls.append([c if isinstance(c, str) else c[0]["content"] for c in completions])
+        return [
+            _record(t, "ok", 0, speedup=2.0) if "good" in c else None
+            for c, t in zip(self.calls[-1], task_ids, strict=True)
+        ]
+
+
+def test_discounted_total_credits_a_fix_made_after_feedback():
+    from warpk.config import RewardConfig
+    from warpk.rewards import total_reward
+    from warpk.trainers.multiturn import DiscountedTotal
+
+    cfg = RewardConfig()
+    first, refine = _Scripted(), _Scripted()
+    reward = DiscountedTotal(first, refine, cfg, turns=2, discount=0.5, max_new_tokens=8, temperature=1.0)
+    seen = []
+    reward.trainer = object()  # bound; generation is scripted below
+    reward.generate = lambda conversations: seen.extend(conversations) or ["good", "still bad"]
+    logged = {}
+    prompts = [[{"role": "user", "content": "p"}]] * 2
+    completions = [[{"role": "assistant", "content": "bad"}], [{"role": "assistant", "content": "bad"}]]
+    out = reward(prompts, completions, ["t", "t"], log_metric=logged.__setitem__)
+    ok = total_reward(_record("t", "ok", 0, speedup=2.0), cfg)
+    assert out == pytest.approx(
+        [cfg.reward_no_code + 0.5 * ok, cfg.reward_no_code + 0.5 * cfg.reward_no_code]
+    )
+    assert seen[0][-1]["role"] == "user" and "no ```python block" in seen[0][-1]["content"]
+    assert seen[0][-2] == {"role": "assistant", "content": "bad"}
+    assert logged["turns/turn0/total_mean"] == cfg.reward_no_code
+    assert refine.calls == [["good", "still bad"]]

@@ -91,8 +91,6 @@ def run_train(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> 
     start = time.perf_counter()
     if trainer_kind == "sft":
         from warpk.trainers.sft import run_sft as run
-    elif config.model.turns > 1:
-        raise ConfigError(f"model.turns={config.model.turns}: multi-turn GRPO is not built yet; use 1")
     else:
         from warpk.trainers.grpo import run_grpo as run
     trainer, summary = run(config, run_dir, log)

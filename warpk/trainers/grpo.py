@@ -11,7 +11,8 @@ trainer, train (resuming from the run dir's latest checkpoint), save the adapter
 - On the CPU energy is modelled: the energy/power/ipw terms are None for every record, trl logs
   their mean as None (W&B keeps the key with a null value; docs/training.md).
 
-Non-goals: no custom loss; multi-turn refinement lives in warpk.trainers.multiturn.
+Non-goals: no custom loss. `model.turns=k > 1` swaps `total` for the discounted return over
+refinement turns (warpk.trainers.multiturn).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from warpk.rewards import SharedBatch, reward_functions
 from warpk.trainers import common
 from warpk.trainers.checkpoints import ADAPTER, stamp_callback, write_stamp
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
+from warpk.trainers.multiturn import DiscountedTotal
 from warpk.trainers.source import EvaluatorSource
 
 
@@ -58,11 +60,17 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
 
     check_batch(config)
     model, tokenizer = common.load_train_policy(config)
-    funcs, weights = reward_functions(SharedBatch(source), config.reward)
+    shared = SharedBatch(source)
+    funcs, weights = reward_functions(shared, config.reward)
+    if config.model.turns > 1:  # total = discounted return over refinement turns
+        funcs[0] = DiscountedTotal(
+            shared, source, config.reward, config.model.turns, config.train.turn_discount,
+            config.policy.max_new_tokens, config.policy.temperature,
+        )  # fmt: skip
     args = grpo_args(config, run_dir)
     args.reward_weights = weights
     tasks = train_tasks(config)
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
         args=args,
@@ -71,6 +79,9 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
         peft_config=lora_config(config.policy),
         callbacks=[stamp_callback(config.policy, config.model.name)],
     )
+    if isinstance(funcs[0], DiscountedTotal):
+        funcs[0].bind(trainer)
+    return trainer
 
 
 def run_grpo(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> tuple[object, dict]:
