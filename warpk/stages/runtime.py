@@ -42,6 +42,7 @@ from warpk.runtime.evaluation import (
     caption,
     evaluate,
     markdown_table,
+    mean_ci95,
     rich_table,
     summarize,
 )
@@ -123,6 +124,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         ]
     actuator = _actuator(config)
     summaries: list[PolicySummary] = []
+    per_seed: dict[str, list] = {}
     with (run_dir / "runtime_results.jsonl").open("w") as sink:
         for policy in policies:
             on_step = None
@@ -136,6 +138,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
             setting = env.setting(policy.action).label if hasattr(policy, "action") else "adaptive"
             for r in results:
                 sink.write(json.dumps({"policy": policy.name, "setting": setting, **asdict(r)}) + "\n")
+            per_seed[policy.name] = results
             summary = summarize(policy.name, setting, results)
             sink.write(json.dumps({"summary": True, **summary.to_dict()}) + "\n")
             summaries.append(summary)
@@ -151,18 +154,19 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name)
     console.print(rich_table(summaries, title, note))
     (run_dir / "runtime_results.md").write_text(markdown_table(summaries, title, note))
-    out = _summary(summaries, fit_error, train_s)
+    out = _summary(summaries, per_seed, fit_error, train_s)
     saving, attainment = out["ppo_energy_saving_vs_best_static"], out["ppo_sla_attainment_minus_best_static"]
     console.print(
-        f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%}, SLA attainment "
-        f"{attainment:+.3f} -> goal (>= 10% less energy at equal or better attainment) "
-        + ("MET" if out["ppo_goal_met"] else "NOT met")
+        f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%} (per seed, paired: "
+        f"{out['ppo_paired_saving_mean']:.1%} ± {out['ppo_paired_saving_ci95']:.1%}), SLA attainment "
+        f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{len(eval_seeds)} seeds -> goal "
+        "(>= 10% less energy at equal or better attainment) " + ("MET" if out["ppo_goal_met"] else "NOT met")
     )
     console.print(f"results: {run_dir / 'runtime_results.md'}")
     return out
 
 
-def _summary(summaries: list[PolicySummary], fit_error, train_s: float) -> dict:
+def _summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train_s: float) -> dict:
     out: dict = {
         "energy_source": "simulated (measured cost fit + modelled cap/clock)",
         "ppo_train_s": train_s,
@@ -178,7 +182,14 @@ def _summary(summaries: list[PolicySummary], fit_error, train_s: float) -> dict:
     best = min(meeting, key=lambda s: s.energy_per_request_j)
     out["best_static_policy"] = best.policy
     out["ppo_energy_saving_vs_best_static"] = 1.0 - ppo.energy_per_request_j / best.energy_per_request_j
+    # paired by seed (same traces): mean and 95% t-interval of the per-seed saving
+    paired = [
+        1.0 - a.energy_per_request_j / b.energy_per_request_j
+        for a, b in zip(per_seed[ppo.policy], per_seed[best.policy], strict=True)
+    ]
+    out["ppo_paired_saving_mean"], out["ppo_paired_saving_ci95"] = mean_ci95(paired)
     out["ppo_sla_attainment_minus_best_static"] = ppo.sla_attainment - best.sla_attainment
+    out["ppo_sla_met_seeds"] = ppo.sla_met_seeds
     out["ppo_goal_met"] = bool(
         out["ppo_energy_saving_vs_best_static"] >= 0.10 and ppo.sla_attainment >= best.sla_attainment
     )
