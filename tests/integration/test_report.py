@@ -226,6 +226,7 @@ def test_measured_and_modelled_energy_are_not_compared_unless_asked(runs, tmp_pa
         ("results=/no/such/dir", "results=/no/such/dir matches no directory"),
         ("report.baseline_arm=m9", "report.baseline_arm='m9' is not an arm of these runs; allowed: m0, m2"),
         ("report.arm_keys=[model.nope]", "has no key 'model.nope'"),
+        ("report.arm_keys=[stage]", "arm 'evaluate' mixes runs that differ in"),
     ],
 )
 def test_bad_input_fails_with_one_line(runs, tmp_path, override, message):

@@ -256,10 +256,11 @@ def _comparisons(tasks, pairs, arms, baseline, policy, cfg: ReportConfig, note: 
                 )
             )
     adjusted = stats.holm([t.p_value for _, _, t, _, _ in tests])
+    n_tested = sum(t.p_value is not None for _, _, t, _, _ in tests)
     table = Table(
         "comparisons",
         f"Paired tests vs baseline arm {baseline} "
-        f"(Wilcoxon signed-rank, two-sided; Holm over {len(tests)} tests)",
+        f"(Wilcoxon signed-rank, two-sided; Holm over the {n_tested} tests with a p-value)",
         [
             "arm",
             "metric",
@@ -292,7 +293,7 @@ def _comparisons(tasks, pairs, arms, baseline, policy, cfg: ReportConfig, note: 
             num(t.rank_biserial, src),
             text("yes" if significant else ("no" if p_holm is not None else (t.reason or "-"))),
         )
-    return table, sum(t.p_value is not None for _, _, t, _, _ in tests), n_sig
+    return table, n_tested, n_sig
 
 
 def _matched(pairs: list[MatchedPair], arms, baseline, policy, cfg: ReportConfig, note: str) -> Table:

@@ -93,8 +93,21 @@ def pareto(runs: list[Run], arms: list[str], policy: EnergyPolicy, path: Path) -
         mfc="none",
         label="Pareto front of run means",
     )
+    drawn = {run.arm for _, run in means}
     for arm in arms:
-        ax.scatter([], [], color=colours[arm], marker="D", edgecolor="black", label=f"{arm} (run geomean)")
+        if arm in drawn:
+            ax.scatter(
+                [], [], color=colours[arm], marker="D", edgecolor="black", label=f"{arm} (run geomean)"
+            )
+    missing = [arm for arm in arms if arm not in drawn]
+    if missing:
+        ax.annotate(
+            f"no ok candidate with energy: {', '.join(missing)}",
+            (0.01, 0.01),
+            xycoords="axes fraction",
+            fontsize=8,
+            color="dimgrey",
+        )
     ax.scatter([], [], color="grey", alpha=0.35, s=14, label="one ok candidate")
     ax.axvline(1.0, color="grey", lw=0.6)
     ax.axhline(1.0, color="grey", lw=0.6)
@@ -116,7 +129,7 @@ def pass_vs_turns(analysis: Analysis, path: Path) -> Path | str:
     if len(turns) < 2:
         return (
             f"all runs use model.turns={turns[0]}; needs runs at two or more turn budgets "
-            "(e.g. +experiment=inference_budget)"
+            "(+experiment=single_shot_vs_multiturn)"
         )
     colours = _colours(analysis.arms)
     fig, ax = plt.subplots(figsize=(6, 4.5))

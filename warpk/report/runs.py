@@ -43,7 +43,7 @@ class Run:
     """One finished run dir, loaded."""
 
     path: Path
-    arm: str  # label built from report.arm_keys, e.g. "m1" or "m3,0.25"
+    arm: str  # label built from report.arm_keys, e.g. "m1" or "m3/0.25" (values joined by /)
     seed: int
     stage: str
     config: dict  # resolved_config.yaml as plain data
@@ -126,7 +126,7 @@ def load_run(path: Path, arm_keys: list[str], head: str | None) -> Run:
     summary = json.loads((path / "summary.json").read_text())
     records = tuple(EvalRecord(**row) for row in _read_jsonl(path / "records.jsonl"))
     recorded = summary.get("git_commit") or config.get("git_commit")
-    arm = ",".join(str(config_value(config, key, path)) for key in arm_keys)
+    arm = "/".join(str(config_value(config, key, path)) for key in arm_keys)
     return Run(
         path=path,
         arm=arm,
@@ -140,6 +140,51 @@ def load_run(path: Path, arm_keys: list[str], head: str | None) -> Run:
         summary=summary,
         runtime_results=tuple(_read_jsonl(path / "runtime_results.jsonl")),
     )
+
+
+# Keys that may differ between the runs of one arm: the seed, and what does not change a result.
+SAME_ARM_MAY_DIFFER = (
+    "seed",
+    "logger.",
+    "results",
+    "report.",
+    "policy.checkpoint",
+    "evaluate.cache_dir",
+    "evaluate.gpus",
+    "evaluate.compile_workers",
+)
+
+
+def _flat(node: object, prefix: str = "") -> dict[str, object]:
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, object] = {}
+    for key, value in node.items():
+        out.update(_flat(value, f"{prefix}{key}." if isinstance(value, dict) else f"{prefix}{key}"))
+    return out
+
+
+def check_arms(runs: list[Run]) -> None:
+    """Runs of one arm must differ only in their seed (and SAME_ARM_MAY_DIFFER): an arm that
+    silently mixed, say, an evaluate and a train run would average different experiments."""
+    by_arm: dict[str, list[Run]] = {}
+    for run in runs:
+        by_arm.setdefault(run.arm, []).append(run)
+    for arm, group in sorted(by_arm.items()):
+        first = _flat(group[0].config)
+        for other in group[1:]:
+            flat = _flat(other.config)
+            differ = sorted(
+                k  # a key of only one config is a schema change between versions, not a setting
+                for k in set(first) & set(flat)
+                if first[k] != flat[k] and not k.startswith(SAME_ARM_MAY_DIFFER)
+            )
+            if differ:
+                raise ReportError(
+                    f"arm {arm!r} mixes runs that differ in {', '.join(differ[:4])} ({group[0].path} vs "
+                    f"{other.path}): add the key to report.arm_keys, e.g. 'report.arm_keys=[model.name,"
+                    f"{differ[0]}]', or narrow results="
+                )
 
 
 def load_runs(results: str, arm_keys: list[str], exclude: Path | None = None) -> tuple[list[Run], list[str]]:
@@ -164,4 +209,5 @@ def load_runs(results: str, arm_keys: list[str], exclude: Path | None = None) ->
             runs.append(load_run(path, arm_keys, head))
     if not runs:
         raise ReportError(f"results={results}: no finished run dir; " + "; ".join(skipped[:3]))
+    check_arms(runs)
     return runs, skipped

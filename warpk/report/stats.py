@@ -94,6 +94,8 @@ def wilcoxon(x: list[float], y: list[float]) -> PairedTest:
     n = len(diff)
     nonzero = diff[diff != 0]
     median = float(np.median(diff)) if n else None
+    if n == 0:
+        return PairedTest(0, 0, None, None, None, None, "no task with a value in both arms")
     if len(nonzero) == 0:
         return PairedTest(n, 0, None, None, None, median, "no nonzero paired difference")
     ranks = stats.rankdata(np.abs(nonzero))
