@@ -5,6 +5,8 @@ advances idle. Its NVML energy counter updates only at ticks (`phase_s + k * tic
 H200's (~100 ms, FACTS.md). With `sensor_window_s` set, each update adds
 `tick_s x mean power over the last sensor_window_s before the tick` instead of the true energy:
 the "part-time" sensor of Yang et al. (25 ms seen of every 100 ms), for the square-wave test.
+With `read_cost_s` set, each energy read takes that long with the device idle, like a real NVML
+call (about a millisecond or more on the H200).
 
 `fake_nvml(gpus)` is a namespace of pynvml's constants and error classes plus the functions the
 meter and the sampler call, each `mock.create_autospec` of the real function wired to FakeGpus:
@@ -25,11 +27,13 @@ class FakeGpu:
 
     def __init__(self, idle_w: float = 100.0, busy_w: float = 400.0, tick_s: float = 0.1,
                  phase_s: float = 0.0371, sensor_window_s: float | None = None, energy0_j: float = 5000.0,
-                 pci_bus_id: str = "00000000:19:00.0", uuid: str = "GPU-00000000-fake"):
+                 pci_bus_id: str = "00000000:19:00.0", uuid: str = "GPU-00000000-fake",
+                 read_cost_s: float = 0.0):
         assert 0 < phase_s <= tick_s
         self.pci_bus_id, self.uuid = pci_bus_id, uuid
         self.idle_w, self.busy_w, self.tick_s, self.phase_s = idle_w, busy_w, tick_s, phase_s
         self.sensor_window_s = sensor_window_s
+        self.read_cost_s = read_cost_s  # an energy read takes this long, the device idle meanwhile
         self.now = 0.0
         self.true_energy_j = energy0_j
         self.counter_j = energy0_j
@@ -77,6 +81,8 @@ class FakeGpu:
         self._integrate_to(end, power_w)
 
     def energy_mj(self) -> int:
+        if self.read_cost_s:
+            self.sleep(self.read_cost_s)
         return int(round(self.counter_j * 1000))
 
 

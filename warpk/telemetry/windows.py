@@ -8,17 +8,26 @@ can be stale by up to one update each: an 8 ms window reads 0 J, a 1 s window is
    changes. The update happened between the last read showing the old value and the first
    showing the new one (the *bracket*, about one chunk); the window starts at its midpoint.
    The device is already busy with the same work, so the window starts in steady state.
-2. Body: run the calibrated number of calls (they alone span `min_window_s`).
-3. Tail: keep running chunks until the counter changes again (and, should the body have run
-   faster than calibrated, until the window spans min_window_s); the window ends at the midpoint
-   of that bracket.
-4. Energy = counter delta; work inside = window length / measured time per call (the loop runs
-   at a steady rate, so the calls cut by the edges are counted pro rata).
+2. Body: one batch of calls sized to end a tenth of a period before the update that will close
+   the window (predicted from the start update and the counter's period: the H200's updates
+   come every 100 ms +- 3 ms under load, docs/energy.md), the window spanning >= min_window_s.
+3. Tail: chunks until the counter changes again (and on, should the updates come early, until
+   the window spans min_window_s); the window ends at the midpoint of that bracket.
+4. Energy = counter delta; work inside = the calls of each batch (chunk or body) that fall
+   inside the window, each batch's calls spread evenly over the time it ran.
 
-Uncertainty per window: average power x (half of each bracket) + 1 mJ counter resolution per
-edge; per call it is divided by the calls inside. Across windows the standard error is added (see
-meter.summarize). It does NOT cover the sensor's gain/offset error or a counter that samples
-only part of the time: the square-wave benchmark (benchmarks/bench_energy.py) tests the latter.
+Why 2 and 4 matter (found on the H200, 2026-11-30): a counter read costs about a millisecond or
+more, so the edge chunks leave the device partly idle. An earlier version counted calls as
+window length / (average time per call over everything, edges included); with 1 ms chunks and
+long chunked edges that undercounted calls by up to 35 % and read +55 % energy per call on a
+0.1 s window, +7 % on 1 s. Edge chunks now do at least 4x a read's time of work
+(CHUNK_OVER_READ) and the tail lasts about a tenth of a period.
+
+Uncertainty per window: average power x (half of each bracket + the time inside the window when
+none of our work ran) + 1 mJ counter resolution per edge; per call it is divided by the calls
+inside. Across windows the standard error is added (see meter.summarize). It does NOT cover the
+sensor's gain/offset error or a counter that samples only part of the time: the square-wave
+benchmark (benchmarks/bench_energy.py) tests the latter.
 
 The unaligned mode (read, run, sync, read) exists so benchmarks can show what alignment buys;
 its uncertainty assumes each reading may lag by one full update period.
@@ -45,6 +54,8 @@ from warpk.telemetry.meter import (
 
 MAX_CALIBRATION_CALLS = 10_000_000
 COUNTER_RESOLUTION_J = 0.001  # NVML reports whole millijoules
+CHUNK_OVER_READ = 4.0  # an edge chunk does >= 4x the work time of a counter read: >= 80% busy
+TAIL_GUARD_PERIODS = 0.1  # the body stops this many update periods before the predicted end update
 
 
 @dataclass(frozen=True)
@@ -57,19 +68,36 @@ class Plan:
 
 
 class _Work:
-    """Runs fn in synchronized batches and counts the calls."""
+    """Runs fn in synchronized batches and keeps when each batch ran, to count calls in a window."""
 
     def __init__(self, fn: Callable[[], object], sync: Callable[[], object], clock: Callable[[], float]):
         self.fn, self.sync, self.clock = fn, sync, clock
         self.calls = 0
         self.done_s = clock()
+        self.batches: list[tuple[float, float, int]] = []  # (enqueue start, sync return, calls)
 
     def run(self, n: int) -> None:
+        begin_s = self.clock()
         for _ in range(n):
             self.fn()
         self.sync()
         self.calls += n
         self.done_s = self.clock()
+        self.batches.append((begin_s, self.done_s, n))
+
+    def calls_between(self, start_s: float, end_s: float) -> float:
+        """Calls that ran inside [start_s, end_s], each batch's calls spread evenly over its span."""
+        calls = 0.0
+        for begin_s, done_s, n in self.batches:
+            overlap_s = min(done_s, end_s) - max(begin_s, start_s)
+            if overlap_s > 0:
+                calls += n * overlap_s / max(done_s - begin_s, 1e-12)
+        return calls
+
+    def idle_between(self, start_s: float, end_s: float) -> float:
+        """Seconds inside [start_s, end_s] when no batch of ours was running (counter reads, Python)."""
+        busy_s = sum(max(0.0, min(d, end_s) - max(b, start_s)) for b, d, _ in self.batches)
+        return max(0.0, end_s - start_s - busy_s)
 
 
 def wait_for_update(counter: EnergyCounter, previous: CounterReading, between: Callable[[], object],
@@ -129,9 +157,23 @@ def observe_idle(counter: EnergyCounter, settings: MeterSettings, clock: Callabl
     return power_w, statistics.median(gaps) if len(gaps) > 1 else None
 
 
+def read_cost_s(counter: EnergyCounter, clock: Callable[[], float], reads: int = 5) -> float:
+    """Median seconds one counter read takes (an NVML call can take milliseconds)."""
+    costs = []
+    for _ in range(reads):
+        t0 = clock()
+        counter.read()
+        costs.append(clock() - t0)
+    return statistics.median(costs)
+
+
 def calibrate(fn: Callable[[], object], sync: Callable[[], object], settings: MeterSettings,
-              clock: Callable[[], float]) -> Plan:
-    """Warm up, then time batches of doubling size until one spans calibrate_s."""
+              clock: Callable[[], float], read_s: float = 0.0) -> Plan:
+    """Warm up, then time batches of doubling size until one spans calibrate_s.
+
+    A chunk (the work between two counter reads at a window edge) lasts at least chunk_s and at
+    least CHUNK_OVER_READ x `read_s`, so the device is busy most of the time around the edges too.
+    """
     work = _Work(fn, sync, clock)
     start, batch = clock(), 1
     while clock() - start < settings.warmup_s:
@@ -151,37 +193,52 @@ def calibrate(fn: Callable[[], object], sync: Callable[[], object], settings: Me
     return Plan(
         time_per_call_s=per_call_s,
         body_calls=max(1, math.ceil(settings.min_window_s / per_call_s)),
-        chunk_calls=max(1, round(settings.chunk_s / per_call_s)),
+        chunk_calls=max(1, round(max(settings.chunk_s, CHUNK_OVER_READ * read_s) / per_call_s)),
     )
 
 
 def aligned_window(fn, sync, counter: EnergyCounter, plan: Plan, settings: MeterSettings,
-                   clock: Callable[[], float]) -> EnergyWindow:
-    """One window from a counter update to a later one, busy across both (see module doc)."""
+                   clock: Callable[[], float], period_s: float | None = None) -> EnergyWindow:
+    """One window from a counter update to a later one, busy across both (see module doc).
+
+    The body is sized to end just before the update that closes the window, predicted from the
+    start update and the counter's period (`period_s`, else settings.counter_period_s), so the
+    chunked tail, where counter reads leave the device partly idle, stays short.
+    """
     work = _Work(fn, sync, clock)
 
     def chunk() -> None:
         work.run(plan.chunk_calls)
 
-    begin_s = clock()
     chunk()
     start_before, start = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
-    work.run(plan.body_calls)
+    start_s = update_time_s(start_before, start)
+    period_s = period_s or settings.counter_period_s
+    periods = max(1, math.ceil(settings.min_window_s / period_s - 1e-9))
+    body_s = start_s + (periods - TAIL_GUARD_PERIODS) * period_s - clock()
+    work.run(max(1, round(body_s / plan.time_per_call_s)))
+    body_begin_s, body_done_s, body_calls = work.batches[-1]
     end_before, end = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
-    # The body was calibrated to span min_window_s; if it ran faster, keep going to the next update.
-    while update_time_s(end_before, end) - update_time_s(start_before, start) < settings.min_window_s:
+    # Should the updates have come faster than predicted, keep going to a later one.
+    while update_time_s(end_before, end) - start_s < settings.min_window_s:
         end_before, end = wait_for_update(counter, end, chunk, clock, settings.timeout_s)
-    window_s = update_time_s(end_before, end) - update_time_s(start_before, start)
-    per_call_s = (work.done_s - begin_s) / work.calls
+    end_s = update_time_s(end_before, end)
+    window_s = end_s - start_s
     energy_j = end.energy_j - start.energy_j
+    calls = work.calls_between(start_s, end_s)
+    per_call_s = (body_done_s - body_begin_s) / body_calls
     edge_s = (start.timestamp_s - start_before.timestamp_s + end.timestamp_s - end_before.timestamp_s) / 2
+    # Energy spent inside the window while none of our work ran (counter reads between edge
+    # chunks) is charged to the calls; bound it by the window's mean power over that time.
+    idle_s = work.idle_between(start_s, end_s)
+    power_w = energy_j / window_s
     return EnergyWindow(
         energy_j=energy_j,
         window_s=window_s,
-        calls=window_s / per_call_s,
+        calls=calls,
         time_per_call_ms=per_call_s * 1000.0,
         edge_uncertainty_s=edge_s,
-        energy_uncertainty_j=energy_j / window_s * edge_s + 2 * COUNTER_RESOLUTION_J,
+        energy_uncertainty_j=power_w * (edge_s + idle_s) + 2 * COUNTER_RESOLUTION_J,
     )
 
 
@@ -221,11 +278,11 @@ def measure_with_counter(fn: Callable[[], object], sync: Callable[[], object], c
     if settings.idle_window_s > 0:
         sync()
         idle_w, period_s = observe_idle(counter, settings, clock, sleep)
-    plan = calibrate(fn, sync, settings, clock)
+    plan = calibrate(fn, sync, settings, clock, read_cost_s(counter, clock))
     windows = []
     for _ in range(settings.repeats):
         if settings.aligned:
-            windows.append(aligned_window(fn, sync, counter, plan, settings, clock))
+            windows.append(aligned_window(fn, sync, counter, plan, settings, clock, period_s))
         else:
             windows.append(unaligned_window(fn, sync, counter, plan, period_s or settings.counter_period_s,
                                             clock))
