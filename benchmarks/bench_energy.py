@@ -371,16 +371,23 @@ def section_sampler(rig: Rig, args) -> dict:
            "--backend", args.sampler_backend]
     if args.sampler_trace:
         cmd += ["--trace", args.sampler_trace]
-    daemon = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    daemon = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result: dict = {}
     try:
         line = daemon.stdout.readline()
         if " on " not in line:
             raise RuntimeError(f"the sampler did not start: {line!r}")
         result = _sampler_runs(rig, args, daemon, line.strip().split(" on ")[-1])
+    except Exception as err:  # noqa: BLE001 - recorded with the shutdown outcome below
+        result["error"] = f"{type(err).__name__}: {err}"
     finally:
         t0 = time.monotonic()
         daemon.send_signal(signal.SIGTERM)
-        rc = daemon.wait(timeout=30)
+        try:
+            rc = daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # report it, and do not hide what failed before it
+            daemon.kill()
+            rc = f"no exit within 30 s of SIGTERM (killed); stderr: {daemon.stderr.read()[-500:]!r}"
     result.update(sigterm_exit_code=rc, shutdown_s=time.monotonic() - t0)
     return result
 
