@@ -111,7 +111,9 @@ def test_report_writes_its_files_and_summary(report):
     assert "\\begin{tabular}" in (report / "tables" / "summary.tex").read_text()
 
 
-def test_every_table_number_is_in_the_manifest_with_existing_sources(runs, report):
+def _check_traced(report: Path) -> int:
+    """Every number of every table has a manifest entry with the same text whose sources exist;
+    returns how many numbers were checked."""
     manifest = json.loads((report / "manifest.json").read_text())
     cells = {(c["table"], c["row"], c["column"]): c for c in manifest["cells"]}
     checked = 0
@@ -125,21 +127,24 @@ def test_every_table_number_is_in_the_manifest_with_existing_sources(runs, repor
                 assert cell["text"] == text
                 assert cell["sources"], (md.stem, r, column)
                 for source in cell["sources"]:
-                    run = manifest["runs"][source["run_dir"]]
-                    n_lines = len(Path(source["run_dir"], "records.jsonl").read_text().splitlines())
-                    assert all(1 <= line <= n_lines for line in source["records_lines"])
-                    assert run["n_records"] == n_lines
+                    assert source["run_dir"] in manifest["runs"]
+                    n_lines = len(Path(source["run_dir"], source["file"]).read_text().splitlines())
+                    assert all(1 <= line <= n_lines for line in source["lines"])
                 checked += 1
-    assert checked > 100
     for run_dir, run in manifest["runs"].items():
         digest = hashlib.sha256(Path(run_dir, "resolved_config.yaml").read_bytes()).hexdigest()
         assert run["config_sha256"] == digest
         assert run["git_commit"] and run["git_commit_source"].startswith("report-time HEAD")
+    return checked
+
+
+def test_every_table_number_is_in_the_manifest_with_existing_sources(report):
+    assert _check_traced(report) > 100
 
 
 def _records(source) -> list[EvalRecord]:
     lines = Path(source["run_dir"], "records.jsonl").read_text().splitlines()
-    return [EvalRecord.from_json(lines[i - 1]) for i in source["records_lines"]]
+    return [EvalRecord.from_json(lines[i - 1]) for i in source["lines"]]
 
 
 def test_a_cell_recomputed_from_its_records_equals_the_table(report):
@@ -260,3 +265,48 @@ def test_report_reads_a_train_run_and_agrees_with_its_summary(tmp_path):
     header, *rows = _tables(out / "tables" / "failure_taxonomy.md")
     failed = own["n_candidates"] - own["n_ok"]
     assert sum(int(dict(zip(header, r, strict=True))["count"]) for r in rows) == failed
+
+
+def test_runtime_runs_give_regime_tables_and_figure(tmp_path):
+    """stage=runtime (M4) on the test calibration fixture, two seeds: the report recomputes the
+    policies' energy per request from the episode lines and labels it SIMULATED and FIXTURE."""
+    sweep = tmp_path / "runtime"
+    _ok(
+        run_warpk(
+            "-m",
+            "stage=runtime",
+            "model=m4",
+            "sla=throughput",
+            "seed=11,22",
+            "logger=disabled",
+            "runtime.calibration=tests/data/runtime_calibration_fixture.json",
+            "runtime.allow_fixture_calibration=true",
+            "runtime.ppo_timesteps=64",
+            "runtime.episode_steps=8",
+            "runtime.tuning_seeds=1",
+            f"hydra.sweep.dir={sweep}",
+        )
+    )
+    out = tmp_path / "report"
+    _ok(run_warpk("stage=report", f"results={sweep}", "logger=disabled", f"hydra.run.dir={out}"))
+    assert _check_traced(out) > 50
+    assert (out / "figures" / "runtime_regimes.png").stat().st_size > 10_000
+    text = (out / "tables" / "runtime_policies.md").read_text()
+    assert "SIMULATED" in text and "FIXTURE" in text
+    episodes = [
+        json.loads(line)
+        for path in sorted(sweep.glob("*/runtime_results.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    episodes = [e for e in episodes if not e.get("summary")]
+
+    def energy(policy):
+        return [e["energy_per_request_j"] for e in episodes if e["policy"] == policy]
+
+    header, *rows = _tables(out / "tables" / "runtime_policies.md")
+    row = dict(zip(header, next(r for r in rows if r[2] == "static max"), strict=True))
+    assert row["runs"] == "2" and row["episodes"] == str(len(energy("static max")))
+    expected = sps.wilcoxon(energy("M4 PPO"), energy("static max"))
+    header, *rows = _tables(out / "tables" / "runtime_tests.md")
+    row = dict(zip(header, next(r for r in rows if r[2] == "static max"), strict=True))
+    assert row["p"] == format(expected.pvalue, ".3g")

@@ -9,6 +9,7 @@
                     plus the matched-runtime energy test
     matched_runtime pairs within report.matched_runtime_tolerance, energy compared
     failure_taxonomy status x error category per arm
+    runtime_*       runtime-control runs (warpk.report.runtime), when there are any
 
 Non-goals: no file writing and no figures (warpk.stages.report does both).
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from warpk.config import ReportConfig
-from warpk.report import stats
+from warpk.report import runtime, stats
 from warpk.report.energy import EnergyPolicy, MatchedPair, matched_pairs
 from warpk.report.failures import FailureRow, taxonomy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means, run_metrics, task_metrics
@@ -83,7 +84,13 @@ def _back(interval: stats.Interval, metric: str) -> tuple[float | None, float | 
 
 
 def analyse(runs: list[Run], policy: EnergyPolicy, cfg: ReportConfig, seed: int) -> Analysis:
+    """Kernel tables over the runs with records.jsonl, runtime tables over those with
+    runtime_results.jsonl (warpk.report.runtime)."""
+    runtime_tables = runtime.tables(runs, cfg)
+    runs = [run for run in runs if run.records]
     arms = sorted({run.arm for run in runs})
+    if not runs:
+        return Analysis([], "", [], [], [], [], runtime_tables, 0, 0)
     baseline = cfg.baseline_arm or arms[0]
     if baseline not in arms:
         raise ReportError(
@@ -110,7 +117,9 @@ def analyse(runs: list[Run], policy: EnergyPolicy, cfg: ReportConfig, seed: int)
     tables += [comparisons, _matched(pairs, arms, baseline, policy, cfg, note)]
     failures = taxonomy(runs)
     tables.append(_failures(failures))
-    return Analysis(arms, baseline, task_rows, run_rows, pairs, failures, tables, n_tests, n_sig)
+    return Analysis(
+        arms, baseline, task_rows, run_rows, pairs, failures, tables + runtime_tables, n_tests, n_sig
+    )
 
 
 def _per_seed(rows: list[RunMetrics], policy: EnergyPolicy, note: str) -> Table:

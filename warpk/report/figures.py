@@ -6,7 +6,8 @@
     pass_at_k_vs_turns       mean pass@k over tasks against model.turns, per arm
     reward_decomposition     mean weighted reward terms per arm (warpk.rewards.all_terms with
                              each run's own reward weights)
-    runtime_regimes          needs runtime_results.jsonl (stage=runtime, issue #6)
+    runtime_regimes          energy per request and SLA attainment of every runtime policy per SLA
+                             regime (runtime_results.jsonl of stage=runtime), labelled SIMULATED
 
 `draw_all` returns name -> PNG path, or name -> the one-line reason the figure is absent.
 
@@ -26,6 +27,7 @@ from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from warpk.config import RewardConfig  # noqa: E402
 from warpk.records import geometric_mean  # noqa: E402
+from warpk.report import runtime  # noqa: E402
 from warpk.report.analysis import Analysis  # noqa: E402
 from warpk.report.energy import EnergyPolicy  # noqa: E402
 from warpk.report.metrics import pass_at_k  # noqa: E402
@@ -126,6 +128,8 @@ def pareto(runs: list[Run], arms: list[str], policy: EnergyPolicy, path: Path) -
 
 def pass_vs_turns(analysis: Analysis, path: Path) -> Path | str:
     turns = sorted({r.turns for r in analysis.run_rows})
+    if not turns:
+        return "no run has records.jsonl"
     if len(turns) < 2:
         return (
             f"all runs use model.turns={turns[0]}; needs runs at two or more turn budgets "
@@ -189,10 +193,41 @@ def reward_decomposition(runs: list[Run], arms: list[str], path: Path) -> Path |
     return _save(fig, path)
 
 
-def runtime_regimes(runs: list[Run]) -> str:
-    if not any(run.runtime_results for run in runs):
-        return "no run dir has runtime_results.jsonl (stage=runtime, issue #6)"
-    return "runtime_results.jsonl found, but its format is not read by the report yet (issue #6 fixes it)"
+def runtime_regimes(runs: list[Run], path: Path) -> Path | str:
+    eps = runtime.episodes(runs)
+    if not eps:
+        return "no run dir has runtime_results.jsonl (stage=runtime, +experiment=runtime_regimes)"
+    found = runtime.groups(eps)
+    regimes = sorted({(arm, regime) for arm, regime, _ in found})
+    policies = sorted({policy for _, _, policy in found})
+    fig, (ax_e, ax_s) = plt.subplots(1, 2, figsize=(max(9, 2.2 * len(regimes) + 6), 4.8))
+    width = 0.8 / len(policies)
+    for i, policy in enumerate(policies):
+        xs, energy, low_high, attain = [], [], [], []
+        for j, key in enumerate(regimes):
+            group = found.get((*key, policy))
+            if not group:
+                continue
+            per_run = runtime.run_means(group, "energy_per_request_j")
+            mean = sum(per_run) / len(per_run)
+            xs.append(j + (i - len(policies) / 2 + 0.5) * width)
+            energy.append(mean)
+            low_high.append((mean - min(per_run), max(per_run) - mean))
+            attain.append(sum(e.sla_attainment for e in group) / len(group))
+        ax_e.bar(xs, energy, width, yerr=list(zip(*low_high, strict=True)) or None, capsize=2, label=policy)
+        ax_s.bar(xs, attain, width, label=policy)
+    labels = [regime if arm == regime else f"{regime}\n({arm})" for arm, regime in regimes]
+    for ax in (ax_e, ax_s):
+        ax.set_xticks(range(len(regimes)), labels)
+        ax.set_xlabel("SLA regime (arm)")
+    ax_e.set_ylabel("energy per request (J, SIMULATED)")
+    ax_e.set_title("Energy per request (bars: mean over runs; whiskers: min-max over runs)", fontsize=9)
+    ax_s.set_ylabel("SLA attainment (share of requests in limits)")
+    ax_s.set_ylim(0, 1.05)
+    ax_s.set_title("SLA attainment", fontsize=9)
+    ax_s.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle("Runtime regimes: " + runtime.label(runs), fontsize=8)
+    return _save(fig, path)
 
 
 def draw_all(
@@ -205,5 +240,5 @@ def draw_all(
         "reward_decomposition": reward_decomposition(
             runs, analysis.arms, out_dir / "reward_decomposition.png"
         ),
-        "runtime_regimes": runtime_regimes(runs),
+        "runtime_regimes": runtime_regimes(runs, out_dir / "runtime_regimes.png"),
     }

@@ -1,7 +1,8 @@
 """Tables whose every number names its sources; rendered as Markdown and LaTeX; the manifest.
 
 A `Cell` is the text shown plus, for a number, its value and sources: (run dir, records.jsonl
-line) pairs, line 0 standing for the run as a whole (its config or summary). `manifest()` lists
+line) pairs, line 0 standing for the run as a whole (its config or summary), or (path of another
+jsonl file of a run dir, line). `manifest()` lists
 every numeric cell of every table with the run dirs, config hashes, git commits and record
 lines behind it, so a reader can go from any cell to the records it was computed from.
 
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 
 from warpk.report.runs import Run
 
-Source = tuple[str, int]  # (run dir, records.jsonl line; 0 = the run as a whole)
+# (run dir, records.jsonl line; 0 = the run as a whole), or (path of another .jsonl file of a run
+# dir such as runtime_results.jsonl, its line)
+Source = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,14 @@ def manifest(tables: list[Table], runs: list[Run], extra: dict) -> dict:
             for c, cell in enumerate(row):
                 if cell.value is None:
                     continue
-                lines: dict[str, list[int]] = {}
-                for run_dir, line in cell.sources:
-                    lines.setdefault(run_dir, [])
+                lines: dict[tuple[str, str], list[int]] = {}
+                for where, line in cell.sources:
+                    run_dir, file = (
+                        (where.rsplit("/", 1)) if where.endswith(".jsonl") else (where, "records.jsonl")
+                    )
+                    lines.setdefault((run_dir, file), [])
                     if line:
-                        lines[run_dir].append(line)
+                        lines[(run_dir, file)].append(line)
                 cells.append(
                     {
                         "table": table.name,
@@ -125,8 +131,8 @@ def manifest(tables: list[Table], runs: list[Run], extra: dict) -> dict:
                         "text": cell.text,
                         "value": cell.value,
                         "sources": [
-                            {"run_dir": d, "records_lines": sorted(set(ls))}
-                            for d, ls in sorted(lines.items())
+                            {"run_dir": d, "file": f, "lines": sorted(set(ls))}
+                            for (d, f), ls in sorted(lines.items())
                         ],
                     }
                 )
