@@ -181,7 +181,7 @@ def test_long_prompts_are_left_out_and_none_left_is_an_error():
 def test_group_size_must_divide_the_generation_batch():
     assert config("model=m2").train.num_generations == 8
     check_batch(config("model=m2"))
-    with pytest.raises(ConfigError, match="multiple of train.num_generations=8"):
+    with pytest.raises(TaskError, match="multiple of train.num_generations=8"):
         check_batch(config("model=m2", "train.per_device_batch_size=6"))
     with pytest.raises(ConfigError, match="train.num_generations"):
         config("train.num_generations=1")
@@ -276,3 +276,10 @@ def test_discounted_total_credits_a_fix_made_after_feedback():
     assert seen[0][-2] == {"role": "assistant", "content": "bad"}
     assert logged["turns/turn0/total_mean"] == cfg.reward_no_code
     assert refine.calls == [["good", "still bad"]]
+
+
+def test_trl_reports_to_wandb_only_into_an_open_run():
+    from warpk.trainers.common import report_to
+
+    assert report_to(config("logger=disabled")) == "none"
+    assert report_to(config("logger=wandb_offline")) in ("none", "wandb")  # "wandb" only if a run is open

@@ -20,8 +20,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from warpk.config import ConfigError, RunConfig
+from warpk.config import RunConfig
 from warpk.stages.evaluate import results_table, summary_table
+from warpk.tasks import TaskError
 
 HELDOUT_KEYS = (
     "compile_rate",
@@ -85,7 +86,7 @@ def run_train(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> 
     run_dir = Path(run_dir)
     trainer_kind = config.model.trainer
     if trainer_kind not in ("sft", "grpo"):
-        raise ConfigError(
+        raise TaskError(
             f"stage=train runs model=m0..m3 (sft, grpo); model={config.model.name} is {trainer_kind}"
         )
     start = time.perf_counter()

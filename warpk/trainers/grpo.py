@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from warpk.config import ConfigError, RunConfig
+from warpk.config import RunConfig
 from warpk.rewards import SharedBatch, reward_functions
+from warpk.tasks import TaskError
 from warpk.trainers import common
 from warpk.trainers.checkpoints import ADAPTER, stamp_callback, write_stamp
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
@@ -30,10 +31,12 @@ from warpk.trainers.source import EvaluatorSource
 
 
 def check_batch(config: RunConfig) -> None:
+    """The generation batch must hold whole groups. A TaskError (like every input error found
+    inside a stage) so `python -m warpk` reports it in one line; raised before anything loads."""
     t = config.train
     batch = t.per_device_batch_size * t.gradient_accumulation_steps
     if batch % t.num_generations:
-        raise ConfigError(
+        raise TaskError(
             f"train.per_device_batch_size x train.gradient_accumulation_steps = {batch} must be a "
             f"multiple of train.num_generations={t.num_generations} (GRPO groups)"
         )
