@@ -80,9 +80,23 @@ class FakeGpu:
             self._k += 1
         self._integrate_to(end, power_w)
 
+    # --- asynchronous work: launch queues it, sync (or a slow read) lets it run -------------
+    def launch(self, seconds: float) -> None:
+        """Queue `seconds` of busy work, like a CUDA kernel launch; it runs at sync or during reads."""
+        self.pending_s = getattr(self, "pending_s", 0.0) + seconds
+
+    def sync(self) -> None:
+        pending, self.pending_s = getattr(self, "pending_s", 0.0), 0.0
+        if pending:
+            self.run(pending)
+
     def energy_mj(self) -> int:
-        if self.read_cost_s:
-            self.sleep(self.read_cost_s)
+        if self.read_cost_s:  # queued work keeps the device busy while the host waits on NVML
+            overlap = min(getattr(self, "pending_s", 0.0), self.read_cost_s)
+            if overlap:
+                self.pending_s -= overlap
+                self.run(overlap)
+            self.sleep(self.read_cost_s - overlap)
         return int(round(self.counter_j * 1000))
 
 

@@ -16,12 +16,13 @@ can be stale by up to one update each: an 8 ms window reads 0 J, a 1 s window is
 4. Energy = counter delta; work inside = the calls of each batch (chunk or body) that fall
    inside the window, each batch's calls spread evenly over the time it ran.
 
-Why 2 and 4 matter (found on the H200, 2026-11-30): a counter read costs about a millisecond or
-more, so the edge chunks leave the device partly idle. An earlier version counted calls as
-window length / (average time per call over everything, edges included); with 1 ms chunks and
-long chunked edges that undercounted calls by up to 35 % and read +55 % energy per call on a
-0.1 s window, +7 % on 1 s. Edge chunks now do at least 4x a read's time of work
-(CHUNK_OVER_READ) and the tail lasts about a tenth of a period.
+Why 2 and 4 matter (found on the H200, 2026-11-30): a counter read costs milliseconds (about
+3.7 ms there), so chunks that sync before reading leave the device idle during every read. An
+earlier version did that and counted calls as window length / (average time per call, edges
+included): it undercounted calls by up to 35 % and read +55 % energy per call on a 0.1 s window,
++7 % on 1 s. Now each edge chunk is queued first and the counter is read while it runs (the
+read overlaps device work, CHUNK_OVER_READ), calls are counted per batch, and the tail lasts
+about a tenth of a period.
 
 Uncertainty per window: average power x (half of each bracket + the time inside the window when
 none of our work ran) + 1 mJ counter resolution per edge; per call it is divided by the calls
@@ -54,7 +55,7 @@ from warpk.telemetry.meter import (
 
 MAX_CALIBRATION_CALLS = 10_000_000
 COUNTER_RESOLUTION_J = 0.001  # NVML reports whole millijoules
-CHUNK_OVER_READ = 4.0  # an edge chunk does >= 4x the work time of a counter read: >= 80% busy
+CHUNK_OVER_READ = 2.0  # an edge chunk's work lasts >= 2 counter reads, so the read it overlaps ends first
 TAIL_GUARD_PERIODS = 0.1  # the body stops this many update periods before the predicted end update
 
 
@@ -76,14 +77,18 @@ class _Work:
         self.done_s = clock()
         self.batches: list[tuple[float, float, int]] = []  # (enqueue start, sync return, calls)
 
-    def run(self, n: int) -> None:
+    def run(self, n: int, meanwhile: Callable[[], object] | None = None) -> object:
+        """Run n calls; `meanwhile` (a counter read) runs after they are queued, before the sync,
+        so on an asynchronous device it overlaps their execution. Returns what it returned."""
         begin_s = self.clock()
         for _ in range(n):
             self.fn()
+        result = meanwhile() if meanwhile is not None else None
         self.sync()
         self.calls += n
         self.done_s = self.clock()
         self.batches.append((begin_s, self.done_s, n))
+        return result
 
     def calls_between(self, start_s: float, end_s: float) -> float:
         """Calls that ran inside [start_s, end_s], each batch's calls spread evenly over its span."""
@@ -207,21 +212,33 @@ def aligned_window(fn, sync, counter: EnergyCounter, plan: Plan, settings: Meter
     """
     work = _Work(fn, sync, clock)
 
-    def chunk() -> None:
-        work.run(plan.chunk_calls)
+    def busy_until_update(previous: CounterReading) -> tuple[CounterReading, CounterReading]:
+        """Chunks with a counter read overlapping each (the device stays busy while NVML answers)
+        until the counter moves past `previous`; (last old reading, first new one)."""
+        deadline, last = clock() + settings.timeout_s, previous
+        while True:
+            reading = work.run(plan.chunk_calls, counter.read)
+            if reading.energy_j != previous.energy_j:
+                if reading.energy_j < previous.energy_j:
+                    raise MeterError(f"energy counter went backwards ({previous.energy_j} -> "
+                                     f"{reading.energy_j} J): driver reload or counter wrap")
+                return last, reading
+            last = reading
+            if clock() > deadline:
+                raise MeterError(f"energy counter did not change in {settings.timeout_s} s under "
+                                 "load: is the device reporting energy, and is it the right counter?")
 
-    chunk()
-    start_before, start = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
+    start_before, start = busy_until_update(work.run(plan.chunk_calls, counter.read))
     start_s = update_time_s(start_before, start)
     period_s = period_s or settings.counter_period_s
     periods = max(1, math.ceil(settings.min_window_s / period_s - 1e-9))
     body_s = start_s + (periods - TAIL_GUARD_PERIODS) * period_s - clock()
     work.run(max(1, round(body_s / plan.time_per_call_s)))
     body_begin_s, body_done_s, body_calls = work.batches[-1]
-    end_before, end = wait_for_update(counter, counter.read(), chunk, clock, settings.timeout_s)
+    end_before, end = busy_until_update(work.run(plan.chunk_calls, counter.read))
     # Should the updates have come faster than predicted, keep going to a later one.
     while update_time_s(end_before, end) - start_s < settings.min_window_s:
-        end_before, end = wait_for_update(counter, end, chunk, clock, settings.timeout_s)
+        end_before, end = busy_until_update(end)
     end_s = update_time_s(end_before, end)
     window_s = end_s - start_s
     energy_j = end.energy_j - start.energy_j
