@@ -105,16 +105,20 @@ class _Work:
         return max(0.0, end_s - start_s - busy_s)
 
 
-def wait_for_update(counter: EnergyCounter, previous: CounterReading, between: Callable[[], object],
-                    clock: Callable[[], float], timeout_s: float) -> tuple[CounterReading, CounterReading]:
+def wait_for_update(counter: EnergyCounter, previous: CounterReading, between: Callable[[], object] | None,
+                    clock: Callable[[], float], timeout_s: float,
+                    next_reading: Callable[[], CounterReading] | None = None,
+                    ) -> tuple[CounterReading, CounterReading]:
     """Read the counter until its value differs from `previous`.
 
     Args:
         counter: the counter.
         previous: the reading to compare against.
-        between: called before each read (sleep while idle, or a chunk of work).
+        between: called before each read (sleep while idle).
         clock: seconds, same clock as the readings.
         timeout_s: raise MeterError when nothing changed for this long.
+        next_reading: instead of `between` then a read: a function that returns the next reading
+            (an edge chunk that reads the counter while its work runs).
 
     Returns:
         (the last reading with the old value, the first reading with a new value).
@@ -122,8 +126,11 @@ def wait_for_update(counter: EnergyCounter, previous: CounterReading, between: C
     deadline = clock() + timeout_s
     last = previous
     while True:
-        between()
-        reading = counter.read()
+        if next_reading is not None:
+            reading = next_reading()
+        else:
+            between()
+            reading = counter.read()
         if reading.energy_j != previous.energy_j:
             if reading.energy_j < previous.energy_j:
                 raise MeterError(f"energy counter went backwards ({previous.energy_j} -> "
@@ -213,20 +220,9 @@ def aligned_window(fn, sync, counter: EnergyCounter, plan: Plan, settings: Meter
     work = _Work(fn, sync, clock)
 
     def busy_until_update(previous: CounterReading) -> tuple[CounterReading, CounterReading]:
-        """Chunks with a counter read overlapping each (the device stays busy while NVML answers)
-        until the counter moves past `previous`; (last old reading, first new one)."""
-        deadline, last = clock() + settings.timeout_s, previous
-        while True:
-            reading = work.run(plan.chunk_calls, counter.read)
-            if reading.energy_j != previous.energy_j:
-                if reading.energy_j < previous.energy_j:
-                    raise MeterError(f"energy counter went backwards ({previous.energy_j} -> "
-                                     f"{reading.energy_j} J): driver reload or counter wrap")
-                return last, reading
-            last = reading
-            if clock() > deadline:
-                raise MeterError(f"energy counter did not change in {settings.timeout_s} s under "
-                                 "load: is the device reporting energy, and is it the right counter?")
+        """Edge chunks, the counter read while each runs, until the counter moves past `previous`."""
+        return wait_for_update(counter, previous, None, clock, settings.timeout_s,
+                               next_reading=lambda: work.run(plan.chunk_calls, counter.read))
 
     start_before, start = busy_until_update(work.run(plan.chunk_calls, counter.read))
     start_s = update_time_s(start_before, start)
