@@ -15,7 +15,7 @@ from pathlib import Path
 
 from warpk.config import RunConfig
 from warpk.evaluator import Evaluator, default_cache_dir
-from warpk.trainers.checkpoints import CHECKPOINTS
+from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, write_stamp
 
 
 def cache_dir(config: RunConfig) -> Path:
@@ -95,3 +95,19 @@ def history_summary(log_history: list[dict]) -> dict:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 out[f"train/{key}"] = float(value)
     return out
+
+
+def train_and_save(config: RunConfig, run_dir: Path, trainer, log) -> dict:
+    """Train (resuming from the run dir's latest checkpoint), save the adapter with its stamp;
+    the summary of the trainer's log history."""
+    resume = resume_point(config, run_dir)
+    if resume:
+        log({"train/resumed_from_step": float(Path(resume).name.split("-")[-1])})
+    trainer.train(resume_from_checkpoint=resume)
+    adapter = Path(run_dir) / ADAPTER
+    trainer.save_model(str(adapter))
+    write_stamp(adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step)
+    summary = history_summary(trainer.state.log_history)
+    summary["global_step"] = float(trainer.state.global_step)
+    summary["resumed_from"] = resume
+    return summary

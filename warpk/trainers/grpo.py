@@ -24,7 +24,7 @@ from warpk.config import RunConfig
 from warpk.rewards import SharedBatch, reward_functions
 from warpk.tasks import TaskError
 from warpk.trainers import common
-from warpk.trainers.checkpoints import ADAPTER, stamp_callback, write_stamp
+from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
 from warpk.trainers.multiturn import DiscountedTotal
 from warpk.trainers.source import EvaluatorSource
@@ -92,16 +92,7 @@ def run_grpo(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> t
     run_dir = Path(run_dir)
     source = EvaluatorSource(common.build_evaluator(config), train_tasks(config))
     trainer = build_trainer(config, run_dir, source)
-    resume = common.resume_point(config, run_dir)
-    if resume:
-        log({"train/resumed_from_step": float(Path(resume).name.split("-")[-1])})
-    trainer.train(resume_from_checkpoint=resume)
-    adapter = run_dir / ADAPTER
-    trainer.save_model(str(adapter))
-    write_stamp(adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step)
-    summary = common.history_summary(trainer.state.log_history)
-    summary["global_step"] = float(trainer.state.global_step)
-    summary["resumed_from"] = resume
+    summary = common.train_and_save(config, run_dir, trainer, log)
     total = sum(source.counts.values())
     for status, n in sorted(source.counts.items()):
         summary[f"train/completions_{status}"] = float(n)

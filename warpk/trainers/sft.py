@@ -15,7 +15,7 @@ from pathlib import Path
 
 from warpk.config import RunConfig
 from warpk.trainers import common
-from warpk.trainers.checkpoints import ADAPTER, stamp_callback, write_stamp
+from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import sft_rows, to_dataset, train_tasks
 
 
@@ -42,15 +42,6 @@ def run_sft(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> tu
     """Fine-tune; returns (trainer, summary). The adapter is saved to <run_dir>/adapter."""
     run_dir = Path(run_dir)
     trainer = build_trainer(config, run_dir)
-    resume = common.resume_point(config, run_dir)
-    if resume:
-        log({"train/resumed_from_step": float(Path(resume).name.split("-")[-1])})
-    trainer.train(resume_from_checkpoint=resume)
-    adapter = run_dir / ADAPTER
-    trainer.save_model(str(adapter))
-    write_stamp(adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step)
-    summary = common.history_summary(trainer.state.log_history)
-    summary["global_step"] = float(trainer.state.global_step)
-    summary["resumed_from"] = resume
+    summary = common.train_and_save(config, run_dir, trainer, log)
     summary["train/sft_pairs"] = float(len(trainer.train_dataset))
     return trainer, summary
