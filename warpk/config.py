@@ -287,7 +287,7 @@ class RuntimeConfig(_Checked):
     calibration: str = "warpk/runtime/data/h200_qwen2.5-7b.json"
     allow_fixture_calibration: bool = False  # tests only: accept a file marked "fixture"
     arrival_process: str = one_of("bursty", "poisson", "bursty")
-    arrival_rate_rps: float = number(2.0, 0.01, 1000.0)  # mean requests per second
+    arrival_rate_rps: float = number(3.0, 0.01, 1000.0)  # mean requests per second
     burst_factor: float = number(3.0, 1.0, 100.0)  # bursty: rate inside a burst / mean rate
     burst_fraction: float = number(0.2, 0.0, 0.9)  # bursty: share of time spent in bursts
     burst_mean_s: float = number(20.0, 0.1, 3600.0)  # bursty: mean burst length
@@ -303,8 +303,8 @@ class RuntimeConfig(_Checked):
     sm_clock_max_mhz: float = number(1980.0, 100.0, 5000.0)  # the default (boost) SM clock
     control_period_s: float = number(5.0, 0.1, 600.0)  # one env step = one decision
     episode_steps: int = number(48, 2, 100000)
-    sla_penalty: float = number(16.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests
-    ppo_timesteps: int = number(48000, 1, 100_000_000)
+    sla_penalty: float = number(32.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests
+    ppo_timesteps: int = number(100_000, 1, 100_000_000)
     tuning_seeds: int = number(3, 1, 1000)  # episodes for the baselines' sweeps (never the eval seeds)
     eval_seeds: int = number(5, 5, 1000)  # held-out episodes every policy is evaluated on
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time

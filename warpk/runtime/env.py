@@ -17,8 +17,9 @@ all the work.
 Reward of a step: -(energy - completed * e_ref) / (expected requests * e_ref)
 - sla_penalty * late requests / expected requests, where e_ref is the modelled energy of one
 typical request at the default setting (a scale, not a result) and a request is late if its TTFT or
-E2E exceeds the `sla` limit. The completion credit stops a policy from saving energy by leaving
-work undone.
+E2E exceeds the `sla` limit, counted in the step where that becomes certain (its age passes a
+limit while it waits or runs, or it finishes late). The completion credit stops a policy from
+saving energy by leaving work undone.
 
 Non-goals: no preemption, no KV-cache capacity limit, no chunked prefill, no multi-GPU.
 """
@@ -161,6 +162,8 @@ class ServingEnv(gym.Env):
         self.rate_estimate = self.runtime.arrival_rate_rps
         self.recent: list[np.ndarray] = []
         self.last_action = np.zeros(3, dtype=np.int64)
+        self.counted_late = np.zeros(n, dtype=bool)
+        self.p95 = (0.0, 0.0)
         self.window = {"energy_j": 0.0, "prefill_s": 0.0, "decode_s": 0.0}
         return self._observation(), self._info(np.zeros(0, dtype=np.int64), 0)
 
@@ -179,7 +182,8 @@ class ServingEnv(gym.Env):
         if truncated:  # serve what has arrived to the end, with the last setting
             finished = np.concatenate([finished, self._serve(s, math.inf, drain=True)])
         self.recent = (self.recent + [finished])[-RECENT_WINDOWS:]
-        late = int(np.count_nonzero(self._late(finished)))
+        self.p95 = self._recent_p95()
+        late = self._newly_late()
         scale = max(self.expected_requests, 1.0)
         reward = -(self.window["energy_j"] - len(finished) * self.e_ref_j) / (scale * self.e_ref_j)
         reward -= self.runtime.sla_penalty * late / scale
@@ -210,27 +214,26 @@ class ServingEnv(gym.Env):
                 self.remaining = np.concatenate([self.remaining, tr.output_tokens[idx] - 1])
                 self.context = np.concatenate([self.context, tr.prompt_tokens[idx] + 1])
             elif len(self.run_idx):
-                b = len(self.run_idx)
-                dt1, _ = cost.decode_step(b, float(self.context.sum()), s.cap_w, clock)
-                k = int(self.remaining.min()) if self.remaining.min() > 0 else 0
-                if k > 0:
-                    if room > 0 and self.arrived < n and not drain:
-                        k = min(k, max(1, math.ceil((tr.arrival_s[self.arrived] - self.t) / dt1)))
-                    if not drain:
-                        k = min(k, max(1, math.ceil((t_end - self.t) / dt1)))
-                    dt, e = cost.decode_step(b, float(self.context.sum()) + b * (k - 1) / 2, s.cap_w, clock)
-                    self.t += k * dt
-                    w["energy_j"] += k * e
-                    w["decode_s"] += k * dt
-                    self.remaining -= k
-                    self.context += k
+                b, context = len(self.run_idx), float(self.context.sum())
+                dt1, _ = cost.decode_step(b, context, s.cap_w, clock)
+                k = int(self.remaining.min())  # >= 1: finished sequences leave below
+                if room > 0 and self.arrived < n and not drain:
+                    k = min(k, max(1, math.ceil((tr.arrival_s[self.arrived] - self.t) / dt1)))
+                if not drain:
+                    k = min(k, max(1, math.ceil((t_end - self.t) / dt1)))
+                dt, e = cost.decode_step(b, context + b * (k - 1) / 2, s.cap_w, clock)
+                self.t += k * dt
+                w["energy_j"] += k * e
+                w["decode_s"] += k * dt
+                self.remaining -= k
+                self.context += k
             else:  # idle until the next arrival or the end of the period
                 nxt = tr.arrival_s[self.arrived] if self.arrived < n else math.inf
                 t_next = min(nxt, t_end)
                 w["energy_j"] += cost.fit.idle_power_w * (t_next - self.t)
                 self.t = t_next
-            if len(self.run_idx) and self.remaining.min() <= 0:
-                mask = self.remaining <= 0
+            mask = self.remaining <= 0
+            if mask.any():
                 ended = self.run_idx[mask]
                 self.finish_s[ended] = self.t
                 done.append(ended)
@@ -259,6 +262,18 @@ class ServingEnv(gym.Env):
             (self.finish_s[idx] - arrival) > self.sla.e2e_p95_s
         )
 
+    def _newly_late(self) -> int:
+        """Requests that became certain to miss a limit by now and were not counted before: late as
+        soon as their age passes a limit unserved, not only when they finish (earlier credit)."""
+        n = self.arrived
+        arrival, now = self.trace.arrival_s[:n], self.t
+        first = np.where(np.isnan(self.first_token_s[:n]), now, self.first_token_s[:n])
+        finish = np.where(np.isnan(self.finish_s[:n]), now, self.finish_s[:n])
+        late = ((first - arrival) > self.sla.ttft_p95_s) | ((finish - arrival) > self.sla.e2e_p95_s)
+        new = late & ~self.counted_late[:n]
+        self.counted_late[:n] |= new
+        return int(np.count_nonzero(new))
+
     def _recent_p95(self) -> tuple[float, float]:
         idx = np.concatenate(self.recent) if self.recent else np.zeros(0, dtype=np.int64)
         if not len(idx):
@@ -271,7 +286,7 @@ class ServingEnv(gym.Env):
 
     def _observation(self) -> np.ndarray:
         max_c = self.concurrency[-1]
-        ttft, e2e = self._recent_p95()
+        ttft, e2e = self.p95
         waiting = self.arrived - self.admitted
         oldest = self.t - self.trace.arrival_s[self.admitted] if waiting > 0 else 0.0
         running_arrivals = self.trace.arrival_s[self.run_idx]
@@ -295,7 +310,7 @@ class ServingEnv(gym.Env):
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, OBS_MAX)
 
     def _info(self, finished: np.ndarray, late: int) -> dict:
-        ttft, e2e = self._recent_p95()
+        ttft, e2e = self.p95
         return {
             "energy_j": self.window["energy_j"],
             "completed": len(finished),
