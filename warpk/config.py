@@ -301,6 +301,9 @@ class RuntimeConfig(_Checked):
     concurrency_choices: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128])
     power_cap_step_w: float = number(100.0, 1.0, 1000.0)  # action grid: caps from max down to min
     sm_clock_max_mhz: float = number(1980.0, 100.0, 5000.0)  # the default (boost) SM clock
+    # MODELLED clock effect: share of the measured dynamic power that does not scale with the SM
+    # clock (e.g. HBM); 0 = the anchors' model, where all of it does (docs/runtime.md, sensitivity).
+    fixed_power_share: float = number(0.0, 0.0, 1.0)
     control_period_s: float = number(5.0, 0.1, 600.0)  # one env step = one decision
     episode_steps: int = number(48, 2, 100000)
     sla_penalty: float = number(32.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests

@@ -116,3 +116,15 @@ def test_bad_runtime_values_name_the_key():
         make_env(concurrency_choices=[8, 256])
     with pytest.raises(ConfigError, match="sla.ttft_p95_s"):
         SlaConfig(ttft_p95_s=100.0, e2e_p95_s=10.0)
+
+
+def test_a_clock_independent_power_share_shrinks_the_modelled_clock_saving():
+    cal = load_calibration(FIXTURE, allow_fixture=True)
+    fit = fit_costs(cal.prefill, cal.decode, cal.idle_power_w)
+    saving = {}
+    for share in (0.0, 0.5, 1.0):
+        cost = CostModel(fit, 1980.0, fixed_power_share=share)
+        _, e_max = cost.decode_step(32, 32 * 600, 700.0, None)
+        _, e_low = cost.decode_step(32, 32 * 600, 700.0, 1110)
+        saving[share] = 1 - e_low / e_max
+    assert saving[0.0] > saving[0.5] > 0 > saving[1.0]  # all power fixed: slower is only costlier

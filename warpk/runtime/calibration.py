@@ -12,7 +12,9 @@ Modelled part (MODELLED, not measured: notes/energy_anchors.md section 4.4, from
 2026 "The Illusion of Power Capping in LLM Decode", VoltanaLLM, POLCA):
   - time at SM clock f: t(f) = t(f_max) * (rho * f_max / f + 1 - rho), rho = 0.95 for prefill and
     0.05 + 0.25 * min(1, batch / 256) for decode (memory-bound);
-  - power at clock f: P(f) = P_idle + (P_measured - P_idle) * (f / f_max) ** 2.5;
+  - power at clock f: P(f) = P_idle + D * (s + (1 - s) * (f / f_max) ** 2.5), D = P_measured -
+    P_idle, s = `runtime.fixed_power_share` (0 by default, as in the anchors' model; > 0 keeps a
+    share of D, e.g. HBM power, independent of the SM clock: a sensitivity knob);
   - a power cap C lowers the effective clock to where P(f) = C; it never binds when the measured
     power is below C (decode at 137-300 W on a 700 W H200: "no cap ever triggers").
 
@@ -265,9 +267,10 @@ class CostModel:
     the clock is MODELLED (module docstring).
     """
 
-    def __init__(self, fit: CostFit, sm_clock_max_mhz: float) -> None:
+    def __init__(self, fit: CostFit, sm_clock_max_mhz: float, fixed_power_share: float = 0.0) -> None:
         self.fit = fit
         self.f_max = sm_clock_max_mhz
+        self.fixed_share = fixed_power_share  # of the dynamic power, not scaling with the SM clock
 
     def _at_setting(
         self, time_s: float, energy_j: float, rho: float, cap_w: float, clock_mhz: float | None
@@ -275,12 +278,14 @@ class CostModel:
         p_idle = self.fit.idle_power_w
         power_w = energy_j / time_s
         dyn_w = max(power_w - p_idle, 1e-9)
+        fixed_w, scaled_w = self.fixed_share * dyn_w, (1.0 - self.fixed_share) * dyn_w
         f = self.f_max if clock_mhz is None else min(clock_mhz, self.f_max)
         if power_w > cap_w:  # the cap lowers the clock to where P(f) = cap
-            f = min(f, self.f_max * (max(cap_w - p_idle, 1e-9) / dyn_w) ** (1.0 / POWER_EXPONENT))
-        ratio = f / self.f_max
+            room_w = max(cap_w - p_idle - fixed_w, 1e-9)
+            f = min(f, self.f_max * (room_w / max(scaled_w, 1e-9)) ** (1.0 / POWER_EXPONENT))
+        ratio = max(f / self.f_max, 0.05)  # below 5% of f_max the model means nothing
         t = time_s * (rho / ratio + 1.0 - rho)
-        p = p_idle + dyn_w * ratio**POWER_EXPONENT
+        p = p_idle + fixed_w + scaled_w * ratio**POWER_EXPONENT
         return t, p * t
 
     def prefill(

@@ -123,6 +123,7 @@ class ServingEnv(gym.Env):
         self.cost = CostModel(
             fit_costs(calibration.prefill, calibration.decode, calibration.idle_power_w),
             runtime.sm_clock_max_mhz,
+            runtime.fixed_power_share,
         )
         self.caps_w, self.clocks, self.concurrency = action_grid(hardware, runtime)
         self.action_space = gym.spaces.MultiDiscrete(
