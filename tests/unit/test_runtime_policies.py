@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import run_warpk
 from tests.unit.test_runtime_env import FIXTURE, make_env
 from warpk.runtime import baselines
-from warpk.runtime.evaluation import evaluate, mean_ci95
+from warpk.runtime.evaluation import evaluate, mean_ci95, summarize
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo
 from warpk.tracking import read_offline_run
 
@@ -165,3 +165,37 @@ def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
     )
     assert missing.returncode != 0 and "no such file" in missing.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "b" / "summary.json").exists()
+
+
+def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_closest():
+    from warpk.runtime.calibration import heldout_error, load_calibration
+    from warpk.runtime.env import EpisodeResult
+    from warpk.stages.runtime import _summary
+
+    def episodes(energy, attainment, met):
+        return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, met) for s in SEEDS]
+
+    def run(statics, ppo):
+        per_seed = {name: episodes(*v) for name, v in {**statics, "M4 PPO": ppo}.items()}
+        summaries = [summarize(name, "-", rs) for name, rs in per_seed.items()]
+        return _summary(summaries, per_seed, heldout_error(load_calibration(FIXTURE, True)), 1.0)
+
+    out = run(
+        {
+            "static max": (100, 0.99, True),
+            "best static cap": (90, 0.97, True),
+            "oracle static": (80, 0.96, False),
+        },
+        (70, 0.975, True),
+    )
+    assert out["best_static_policy"] == "best static cap"  # the oracle here missed the SLA
+    assert out["ppo_energy_saving_vs_best_static"] == pytest.approx(1 - 70 / 90) and out["ppo_goal_met"]
+    out = run(
+        {
+            "static max": (100, 0.90, False),
+            "best static cap": (60, 0.80, False),
+            "oracle static": (100, 0.90, False),
+        },
+        (85, 0.89, False),
+    )
+    assert out["best_static_policy"] == "static max" and not out["ppo_goal_met"]
