@@ -188,8 +188,9 @@ def reward_decomposition(runs: list[Run], arms: list[str], path: Path) -> Path |
     ax.set_xticks(range(len(arms)), arms)
     ax.set_xlabel("arm")
     ax.set_ylabel("mean weighted term per candidate (dimensionless)")
-    ax.set_title("Reward decomposition (energy terms: measured energy only, as in training)", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_title("Reward decomposition (energy terms: measured energy only, as in training;\n"
+                 "a term not measured counts 0 here, as trl's weighted sum treats it)", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
