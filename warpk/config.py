@@ -313,6 +313,14 @@ class RuntimeConfig(_Checked):
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
     actuator: str = one_of("simulated", "simulated", "nvml")
     nvml_opt_in: bool = False  # actuator=nvml changes the GPU's power limit and clocks: say so here
+    # stage=hrl (M5, docs/runtime.md section 8): GRPO round -> PPO round, hrl_rounds times, then a
+    # joint PPO round on the final kernel-updated cost model; M4 gets the same PPO steps, unchanged env.
+    hrl_rounds: int = number(2, 1, 1000)
+    hrl_grpo: bool = True  # false: no GRPO rounds, kernels only from runtime.kernel_records
+    hrl_grpo_steps: int = number(1, 1, 1_000_000)  # GRPO optimizer steps per round
+    hrl_ppo_timesteps: int = number(9600, 1, 100_000_000)  # PPO control steps per round
+    hrl_joint_timesteps: int = number(4800, 0, 100_000_000)  # the last PPO round, final cost model
+    kernel_records: str | None = None  # records.jsonl of measured kernels on runtime.gpu (+ the policy's)
 
     def check(self) -> None:
         if not self.concurrency_choices or any(

@@ -182,7 +182,7 @@ def test_cli_help_explains_groups_and_examples():
         assert text in result.stdout, text
 
 
-@pytest.mark.parametrize("stage", ["hrl"])
+@pytest.mark.parametrize("stage", [])
 def test_unbuilt_stage_exits_nonzero_with_one_line(stage, tmp_path):
     result = run_warpk(f"stage={stage}", f"hydra.run.dir={tmp_path}", "logger=disabled")
     assert result.returncode != 0

@@ -260,17 +260,39 @@ def heldout_error(cal: Calibration) -> HeldoutError:
     )
 
 
+@dataclass(frozen=True)
+class PhaseScale:
+    """Multipliers on the measured time and energy of each phase at the card's own settings.
+
+    M5 (warpk/runtime/hrl.py) sets them from deployed kernels (Amdahl over MODELLED op-class
+    shares); 1.0 everywhere = the calibrated model unchanged.
+    """
+
+    prefill_time: float = 1.0
+    prefill_energy: float = 1.0
+    decode_time: float = 1.0
+    decode_energy: float = 1.0
+
+
 class CostModel:
     """Time and energy of one serving iteration at a power cap and SM clock.
 
-    The setting-independent part is the fit to measurements (`CostFit`); the effect of the cap and
-    the clock is MODELLED (module docstring).
+    The setting-independent part is the fit to measurements (`CostFit`), times `scale` (M5's
+    kernel multipliers, identity by default); the effect of the cap and the clock is MODELLED
+    (module docstring).
     """
 
-    def __init__(self, fit: CostFit, sm_clock_max_mhz: float, fixed_power_share: float = 0.0) -> None:
+    def __init__(
+        self,
+        fit: CostFit,
+        sm_clock_max_mhz: float,
+        fixed_power_share: float = 0.0,
+        scale: PhaseScale | None = None,
+    ) -> None:
         self.fit = fit
         self.f_max = sm_clock_max_mhz
         self.fixed_share = fixed_power_share  # of the dynamic power, not scaling with the SM clock
+        self.scale = scale or PhaseScale()
 
     def _at_setting(
         self, time_s: float, energy_j: float, rho: float, cap_w: float, clock_mhz: float | None
@@ -295,6 +317,7 @@ class CostModel:
         c, e = self.fit.prefill_time, self.fit.prefill_energy
         t = c[0] + c[1] * sum_tokens + c[2] * sum_sq_tokens
         en = e[0] + e[1] * sum_tokens + e[2] * sum_sq_tokens
+        t, en = t * self.scale.prefill_time, en * self.scale.prefill_energy
         return self._at_setting(t, en, RHO_PREFILL, cap_w, clock_mhz)
 
     def decode_step(
@@ -304,4 +327,5 @@ class CostModel:
         c, e = self.fit.decode_time, self.fit.decode_energy
         t = c[0] + c[1] * batch + c[2] * sum_context
         en = e[0] + e[1] * batch + e[2] * sum_context
+        t, en = t * self.scale.decode_time, en * self.scale.decode_energy
         return self._at_setting(t, en, rho_decode(batch), cap_w, clock_mhz)

@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 
 from warpk.config import ClockProfile, HardwareConfig, RuntimeConfig, SlaConfig
-from warpk.runtime.calibration import Calibration, CostModel, fit_costs
+from warpk.runtime.calibration import Calibration, CostModel, PhaseScale, fit_costs
 from warpk.runtime.workload import Trace, make_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,7 +111,12 @@ class ServingEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(
-        self, runtime: RuntimeConfig, sla: SlaConfig, hardware: HardwareConfig, calibration: Calibration
+        self,
+        runtime: RuntimeConfig,
+        sla: SlaConfig,
+        hardware: HardwareConfig,
+        calibration: Calibration,
+        kernel_scale: PhaseScale | None = None,
     ):
         max_calibrated = max(p.batch for p in calibration.decode)
         if max(runtime.concurrency_choices) > max_calibrated:
@@ -132,8 +137,14 @@ class ServingEnv(gym.Env):
         self.observation_space = gym.spaces.Box(0.0, OBS_MAX, shape=(len(OBS_NAMES),), dtype=np.float32)
         self.period_s = runtime.control_period_s
         self.expected_requests = runtime.arrival_rate_rps * self.period_s
-        self.e_ref_j = self._reference_request_energy()
+        self.e_ref_j = self._reference_request_energy()  # of the calibrated model: M4 and M5 share it
         self.trace: Trace | None = None
+        self.set_kernel_scale(kernel_scale)
+
+    def set_kernel_scale(self, scale: PhaseScale | None) -> None:
+        """M5: scale the measured phase costs by deployed kernels' multipliers (None = unchanged).
+        The reward scale `e_ref_j` stays the calibrated one, so rewards keep their units."""
+        self.cost = CostModel(self.cost.fit, self.cost.f_max, self.cost.fixed_share, scale)
 
     def _reference_request_energy(self) -> float:
         """Modelled energy of one typical request at max cap and default clock, batch 16 (a scale)."""

@@ -13,9 +13,7 @@ from pathlib import Path
 from warpk.config import RunConfig
 
 # stage -> what it needs before it can run
-NOT_YET = {
-    "hrl": "M5 hierarchical RL lands with issue #6 (runtime control), after issue #5",
-}
+NOT_YET: dict[str, str] = {}
 
 
 class StageUnavailable(RuntimeError):
