@@ -35,6 +35,7 @@ from warpk.config import (
     register_configs,
 )
 from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require_device, resolve_energy
+from warpk.provenance import git_head
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
 
@@ -186,7 +187,8 @@ def main(cfg: DictConfig) -> dict:
         except TaskError as err:
             sys.exit(f"warpk: {err}")
         run.summary.update({k: v for k, v in summary.items() if v is not None})
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    # the commit behind the run, for reports' manifests (not a metric: kept out of W&B's summary)
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "git_commit": git_head()}, indent=2) + "\n")
     return summary
 
 

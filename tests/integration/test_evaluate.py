@@ -63,6 +63,9 @@ def test_summary_json_is_the_summary_of_the_records(default_run):
         assert summary[key] == pytest.approx(value), key
     assert summary["energy_source"] == "model"
     assert summary["correct_rate"] == 1.0
+    from warpk.provenance import git_head
+
+    assert summary["git_commit"] == git_head() and summary["git_commit"]  # reports cite it
     assert f"geomean_speedup │ {summary['geomean_speedup']:.3f}" in result.stdout
     for r in records:  # the per-task table shows every task with its measured speedup
         assert r.task_id.split("/")[1] in result.stdout and f"{r.speedup:.2f}" in result.stdout

@@ -134,7 +134,8 @@ def _check_traced(report: Path) -> int:
     for run_dir, run in manifest["runs"].items():
         digest = hashlib.sha256(Path(run_dir, "resolved_config.yaml").read_bytes()).hexdigest()
         assert run["config_sha256"] == digest
-        assert run["git_commit"] and run["git_commit_source"].startswith("report-time HEAD")
+        recorded = json.loads(Path(run_dir, "summary.json").read_text())["git_commit"]
+        assert run["git_commit"] == recorded and run["git_commit_source"] == "run dir"
     return checked
 
 

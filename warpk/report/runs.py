@@ -17,17 +17,16 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from warpk.provenance import git_head
 from warpk.records import EvalRecord
 from warpk.tasks import TaskError
 
 CONFIG_FILE = "resolved_config.yaml"
-REPO = Path(__file__).resolve().parents[2]
 
 
 class ReportError(TaskError):
@@ -87,24 +86,6 @@ def find_run_dirs(results: str) -> list[Path]:
 def _natural(path: Path) -> tuple:
     """Sort sweep job dirs 2 before 10."""
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.parts)
-
-
-def git_head() -> str | None:
-    """HEAD of this checkout (+"-dirty" with uncommitted changes); None without git."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("-dirty" if dirty else "")
 
 
 def _read_jsonl(path: Path) -> list[dict]:
