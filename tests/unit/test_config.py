@@ -176,7 +176,8 @@ def test_cli_help_explains_groups_and_examples():
     for text in (
         "model: m0, m1, m2, m3, m4, m5",
         "sla: latency_sensitive, mixed, throughput",
-        "python -m warpk -m model=m1,m2,m3 seed=11,22,33",
+        "python -m warpk -m stage=train model=m1,m2,m3 seed=11,22,33",
+        "python -m warpk stage=report results=",
         "hydra/launcher",
     ):
         assert text in result.stdout, text
