@@ -87,11 +87,14 @@ def load_calibration(path: str | Path, allow_fixture: bool = False) -> Calibrati
         )
     try:
         doc = json.loads(path.read_text())
-        if "fixture" in doc and not allow_fixture:
-            raise CalibrationError(
-                f"runtime.calibration={path} is a test fixture ({doc['fixture']}), not a measurement; "
-                "only tests may use it (runtime.allow_fixture_calibration=true)"
-            )
+    except ValueError as err:
+        raise CalibrationError(f"runtime.calibration={path} is malformed: {err!r}") from err
+    if isinstance(doc, dict) and "fixture" in doc and not allow_fixture:
+        raise CalibrationError(
+            f"runtime.calibration={path} is a test fixture ({doc['fixture']}), not a measurement; "
+            "only tests may use it (runtime.allow_fixture_calibration=true)"
+        )
+    try:
         prefill = tuple(
             PrefillPoint(
                 int(p["batch"]),
@@ -125,8 +128,6 @@ def load_calibration(path: str | Path, allow_fixture: bool = False) -> Calibrati
             doc.get("fixture"),
         )
     except (KeyError, TypeError, ValueError) as err:
-        if isinstance(err, CalibrationError):
-            raise
         raise CalibrationError(f"runtime.calibration={path} is malformed: {err!r}") from err
     if len(prefill) < 3 or len(decode) < 3:
         raise CalibrationError(f"runtime.calibration={path} needs >= 3 prefill and >= 3 decode points")
