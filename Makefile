@@ -4,9 +4,22 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint clean
+.PHONY: install run test lint clean sandbox
 
-install: $(STAMP)
+install: $(STAMP) sandbox
+
+# The evaluator runs candidates under bubblewrap (warpk/evaluator/sandbox.py). Installed here when
+# this is a root Debian/Ubuntu box with apt; otherwise say how, and evaluation refuses to run
+# unless evaluate.sandbox=process is given.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			(apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+			 (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1)) && \
+			echo "make: installed bubblewrap (the evaluator's sandbox)"; \
+		fi; \
+		command -v bwrap >/dev/null 2>&1 || echo "make: bubblewrap (bwrap) is missing: install it (e.g. apt-get install bubblewrap); until then evaluation needs evaluate.sandbox=process and the sandbox tests skip"; \
+	}
 
 # torch goes first: a plain `torch` requirement pulls a multi-GB CUDA build on a CPU box.
 # If a torch is already importable (e.g. a GPU user's CUDA build), keep it.
@@ -16,10 +29,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) sandbox
 	$(PY) -m warpk $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) sandbox
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -34,10 +34,13 @@ from warpk.config import (
     field_at,
     register_configs,
 )
+from warpk.evaluator.sandbox import SandboxUnavailable, resolve_sandbox
 from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require_device, resolve_energy
 from warpk.provenance import git_head
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
+
+EVALUATING_STAGES = ("evaluate", "train", "hrl")  # stages that run candidates in the sandbox
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 MAX_PREFLIGHT_JOBS = 4096
@@ -128,8 +131,10 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
         for job in jobs:
             try:
-                to_run_config(compose("config", overrides=list(job)), gpu_names)
-            except (ConfigError, HardwareError) as err:
+                config = to_run_config(compose("config", overrides=list(job)), gpu_names)
+                if config.stage in EVALUATING_STAGES:
+                    resolve_sandbox(config.evaluate.sandbox)
+            except (ConfigError, HardwareError, SandboxUnavailable) as err:
                 return str(err) + (f"  [job: {' '.join(job)}]" if multirun else "")
             except Exception as err:  # noqa: BLE001 - Hydra's composition errors
                 return _explain(err)
@@ -169,7 +174,9 @@ def main(cfg: DictConfig) -> dict:
         check_available(config.stage)
         require_device(config.hardware.device, config.hardware.name)
         resolve_energy(config.evaluate.energy, config.hardware.device, config.hardware.name)
-    except (ConfigError, HardwareError, StageUnavailable) as err:
+        if config.stage in EVALUATING_STAGES:
+            resolve_sandbox(config.evaluate.sandbox)
+    except (ConfigError, HardwareError, StageUnavailable, SandboxUnavailable) as err:
         sys.exit(f"warpk: {err}")
     _seed_everything(config.seed)
     resolved = OmegaConf.structured(config)

@@ -15,6 +15,7 @@ silently repair a bad value.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -230,12 +231,15 @@ class EvaluateConfig(_Checked):
     candidate_files: list[str] = field(default_factory=list)
     candidates_dir: str | None = None  # tasks=kernelbench: DIR/<task name>/*.py or DIR/<task name>.py
     correctness_trials: int = number(5, 1, 100)
-    warmup_calls: int = number(3, 0, 1000)
-    timing_trials: int = number(20, 3, 10000)
+    timing_batches: int = number(10, 2, 10000)  # timed batches each of reference and candidate
+    batch_target_ms: float = number(20.0, 0.1, 60000.0)  # a batch of reference calls lasts >= this
+    batch_memory_gb: float = number(1.0, 0.001, 4096.0)  # inputs + outputs of one batch at most
     num_threads: int = number(1, 1, 1024)  # torch CPU threads in the worker
     compile_timeout_s: float = number(600.0, 1.0, 86400.0)  # loading/building one candidate
-    run_timeout_s: float = number(300.0, 1.0, 86400.0)  # its correctness and timing
-    memory_limit_gb: float = number(32.0, 0.5, 4096.0)  # host RSS of one worker
+    run_timeout_s: float = number(10.0, 0.1, 86400.0)  # floor of every run step's limit
+    run_timeout_factor: float = number(20.0, 1.0, 1e6)  # + this x the reference's time for the step
+    memory_limit_gb: float = number(0.0, 0.0, 4096.0)  # host RSS of a candidate; 0 = half the RAM
+    sandbox: str = one_of("auto", "auto", "bwrap", "process")  # auto: bwrap, or refuse to run
     compile_workers: int = number(0, 0, 512)  # parallel CUDA builds; 0 = min(free cores, RAM/8 GB)
     gpus: list[int] = field(default_factory=list)  # measuring lanes; empty = every visible GPU
     cache_dir: str | None = None  # builds and results; None = $WARPK_CACHE_DIR or ~/.cache/warpk
@@ -246,6 +250,13 @@ class EvaluateConfig(_Checked):
     # model x runtime, none = not measured; auto = nvml on a cuda device, model on the CPU.
     energy: str = one_of("auto", "auto", "nvml", "model", "none")
     energy_repeats: int = number(3, 1, 100)  # nvml: aligned windows each of reference and candidate
+
+    def memory_limit(self) -> float:
+        """GB of host memory one candidate's processes may hold (0 = half of this host's RAM)."""
+        if self.memory_limit_gb:
+            return self.memory_limit_gb
+        pages = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return round(pages / 1024**3 / 2, 1)
 
     def check(self) -> None:
         if self.candidate_files and not self.task_file:

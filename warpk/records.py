@@ -50,7 +50,9 @@ class EvalRecord:
     runtime_iqr_ms: float | None = None
     ref_runtime_ms: float | None = None  # median time per call of the reference, same process
     ref_runtime_iqr_ms: float | None = None
-    speedup: float | None = None  # ref_runtime_ms / runtime_ms
+    speedup: float | None = None  # median of per-batch ref/candidate time ratios
+    speedup_low: float | None = None  # its 95% interval over the interleaved batches
+    speedup_high: float | None = None
     energy_j: float | None = None  # energy per call of the candidate
     energy_uncertainty_j: float | None = None
     ref_energy_j: float | None = None
@@ -74,6 +76,13 @@ class EvalRecord:
     energy_error: str | None = None  # why a requested measurement gave no energy (source is then none)
     energy_s: float | None = None  # phase timing of the energy measurement inside the worker
     sample: int | None = None  # policy evaluation: which of the k completions of its task (0-based)
+    sandbox: str | None = None  # how the candidate's process was isolated: bwrap | process
+    calls_per_batch: int | None = None  # timing: calls per timed batch (each on fresh inputs)
+    timing_batches: int | None = None  # timed batches (after one warmup batch)
+    # Share of the candidate's self-reported time that the trusted wall clock confirms (median
+    # over batches): 1 = all of it; lower = the speedup could be inflated by up to 1/this (the
+    # roofline floor still bounds it). Low where outputs take longer to deliver than to compute.
+    clock_confirmed: float | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -98,13 +107,22 @@ def geometric_mean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def faster(record: EvalRecord, than: float = 1.0) -> bool:
+    """Faster than `than` x the reference beyond noise: the interval's lower end is above it
+    (records without an interval, from older runs, fall back to the point estimate)."""
+    low = record.speedup_low if record.speedup_low is not None else record.speedup
+    return low is not None and low > than
+
+
 def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
     """Suite-level metrics, all fractions over every evaluated candidate.
 
     - compile_rate: candidates that got past loading/compiling (any status in COMPILED)
     - correct_rate: candidates with status ok
     - geomean_speedup: geometric mean of speedup over ok candidates (None if there are none)
-    - fast_1: candidates that are ok AND faster than the reference (KernelBench's fast_p, p=1)
+    - fast_1: candidates that are ok AND faster than the reference beyond noise (the lower end
+      of the speedup's 95% interval above 1; KernelBench's fast_p, p=1, counts any speedup > 1,
+      which makes ties coin flips)
     - energy_source: not a number; the caller labels energy figures with it
     """
     n = len(records)
@@ -116,7 +134,7 @@ def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
         "compile_rate": sum(counts[s] for s in COMPILED) / n if n else None,
         "correct_rate": len(ok) / n if n else None,
         "geomean_speedup": geometric_mean([r.speedup for r in ok if r.speedup]),
-        "fast_1": sum(1 for r in ok if r.speedup and r.speedup > 1.0) / n if n else None,
+        "fast_1": sum(1 for r in ok if faster(r)) / n if n else None,
         "geomean_energy_ratio": geometric_mean(
             [r.ref_energy_j / r.energy_j for r in ok if r.energy_j and r.ref_energy_j]
         ),

@@ -39,7 +39,9 @@ def test_default_run_evaluates_every_bundled_solution(default_run):
 
 def test_speedup_is_the_ratio_of_the_recorded_times(default_run):
     for r in default_run[2]:
-        assert r.speedup == pytest.approx(r.ref_runtime_ms / r.runtime_ms, rel=1e-12)
+        # the median of per-batch ratios, inside its interval, near the ratio of the medians
+        assert r.speedup_low <= r.speedup <= r.speedup_high
+        assert r.speedup == pytest.approx(r.ref_runtime_ms / r.runtime_ms, rel=0.25)
         assert r.runtime_iqr_ms is not None and r.runtime_iqr_ms >= 0
         assert r.max_abs_err is not None and r.max_rel_err is not None and r.max_rel_err < 1e-2
 
@@ -120,7 +122,8 @@ def test_broken_candidates_each_get_a_status_and_a_reason(tmp_path):
         "incorrect",
         "trial 0: output 0 dtype torch.float64 != reference torch.float32",
     )
-    assert verdicts["softmax_hangs"] == ("timeout", "the run phase exceeded its limit of 10 s; worker killed")
+    assert verdicts["softmax_hangs"][0] == "timeout"
+    assert verdicts["softmax_hangs"][1].startswith("the correctness phase exceeded its limit of 10")
     for r in records:
         assert (r.speedup is None) == (r.status != "ok") and (r.energy_j is None) == (r.status != "ok")
     assert json.loads((tmp_path / "summary.json").read_text())["correct_rate"] == pytest.approx(1 / 7)
@@ -131,7 +134,7 @@ def test_sweep_jobs_share_a_wandb_group(tmp_path):
         "-m",
         "model=m1,m2",
         "tasks.subset=[01_softmax]",
-        "evaluate.timing_trials=3",
+        "evaluate.timing_batches=3",
         "evaluate.result_cache=false",
         f"hydra.sweep.dir={tmp_path}",
     )

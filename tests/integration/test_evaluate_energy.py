@@ -52,7 +52,7 @@ def test_h200_softmax_records_nvml_energy_for_reference_and_candidate():
     task = load_task_file(SOFTMAX, "bundled")
     paths = sorted((BUNDLED_ROOT / "solutions" / "01_softmax").glob("*.py"))
     items = [EvalItem(task, p.read_text(), p.name) for p in paths]
-    protocol = EvaluateConfig(energy="nvml", timing_trials=5, warmup_calls=1, result_cache=False)
+    protocol = EvaluateConfig(energy="nvml", timing_batches=3, result_cache=False)
     records = Evaluator(protocol, _hardware("h200")).evaluate_many(items)
     ok = [r for r in records if r.status == "ok"]
     assert ok, [(r.candidate, r.status, r.error) for r in records]

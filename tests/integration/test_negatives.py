@@ -51,7 +51,7 @@ def test_negatives_cover_several_tasks_and_statuses():
 @pytest.fixture(scope="module")
 def cpu_verdicts():
     paths = [p for p in NEGATIVES if not _declared(p, "NEEDS_GPU")]
-    protocol = EvaluateConfig(timing_trials=3, warmup_calls=1, result_cache=False)
+    protocol = EvaluateConfig(timing_batches=3, result_cache=False)
     records = Evaluator(protocol, _hardware("cpu")).evaluate_many(_items(paths))
     return dict(zip(paths, records, strict=True))
 
@@ -67,7 +67,7 @@ def test_cpu_negative_gets_its_declared_status(path, cpu_verdicts):
 @pytest.mark.gpu
 def test_gpu_negatives_get_their_declared_status():
     paths = [p for p in NEGATIVES if _declared(p, "NEEDS_GPU")]
-    protocol = EvaluateConfig(timing_trials=5, warmup_calls=1, result_cache=False)
+    protocol = EvaluateConfig(timing_batches=3, result_cache=False)
     records = Evaluator(protocol, _hardware("h200")).evaluate_many(_items(paths))
     wrong = [
         (p.parent.name, p.name, r.status, r.error)

@@ -122,8 +122,8 @@ def test_detect_gpu_names_with_a_fake_nvml():
             "stage='serve' is not allowed; allowed: one of evaluate, train, runtime, hrl, report",
         ),
         (
-            "evaluate.timing_trials=2",
-            "evaluate.timing_trials=2 is not allowed; allowed: an integer in [3, 10000]",
+            "evaluate.timing_batches=1",
+            "evaluate.timing_batches=1 is not allowed; allowed: an integer in [2, 10000]",
         ),
     ],
 )

@@ -1,20 +1,20 @@
-"""Measured energy in the evaluator: the worker's energy step against a simulated GPU (fake NVML
-counter ticking every 100 ms on a fake clock), the CUDA -> NVML device mapping, and how records
-carry each energy mode (nvml | model | none, never mixed)."""
+"""Measured energy in the evaluator: the trusted side's energy step against a simulated GPU (fake
+NVML counter ticking every 100 ms on a fake clock, a fake untrusted worker behind a RemoteLoop),
+the CUDA -> NVML device mapping, and how records carry each energy mode (nvml | model | none,
+never mixed)."""
 
 import dataclasses
-import functools
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
 from fake_gpu import FakeGpu, fake_nvml
 
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator, energy
-from warpk.evaluator import worker as worker_mod
-from warpk.evaluator.sandbox import WorkerOutcome
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.assemble import record_from
+from warpk.evaluator.checks import Verdict
 from warpk.hardware import HardwareError, resolve_energy
 from warpk.telemetry import MeterError, MeterSettings, NvmlEnergyMeter, no_sync
 
@@ -75,66 +75,56 @@ def test_open_cuda_meter_opens_the_mapped_device():
         assert meter.index == 1 and meter.settings.min_window_s == 1.0 and meter.settings.repeats == 1
 
 
-# --- the worker's energy step ---------------------------------------------------------------
-class SimulatedOp(torch.nn.Module):
-    """x * 2, which costs `seconds` at `power_w` on the simulated GPU."""
+# --- the candidate's side: a RemoteLoop ----------------------------------------------------
+class FakeRemote:
+    """The untrusted worker as the trusted side sees it: Go(repeat=n) runs n candidate calls on
+    the simulated GPU (here, when the answer is awaited), then a Ran comes back."""
 
-    def __init__(self, gpu: FakeGpu, seconds: float, power_w: float):
-        super().__init__()
-        self.gpu, self.seconds, self.power_w = gpu, seconds, power_w
+    def __init__(self, gpu: FakeGpu, seconds_per_call: float, power_w: float):
+        self.gpu, self.seconds, self.power_w = gpu, seconds_per_call, power_w
+        self.batches: list[int] = []
 
-    def forward(self, x):
-        self.gpu.run(self.seconds, self.power_w)
-        return x * 2
+    def send_go(self, n: int) -> None:
+        self.batches.append(n)
 
-
-TASK = SimpleNamespace(get_inputs=lambda: [torch.randn(8)])
-SPEC = {"mode": "nvml", "min_window_s": 0.3, "repeats": 2, "idle_window_s": 0.2}
-
-
-def run_worker_energy(monkeypatch, gpu: FakeGpu, nvml, candidate=None) -> dict:
-    props = SimpleNamespace(pci_bus_id=0x19, pci_domain_id=0, pci_device_id=0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *_: props)
-    opener = functools.partial(energy.open_cuda_meter, nvml=nvml, clock=gpu.clock, sleep=gpu.sleep)
-    monkeypatch.setattr(energy, "open_cuda_meter", opener)
-    dev = worker_mod.Device(torch, "cpu")
-    protocol = dataclasses.asdict(EvaluateConfig())
-    reference = SimulatedOp(gpu, REF_S, REF_W)
-    candidate = candidate or SimulatedOp(gpu, NEW_S, NEW_W)
-    return worker_mod.energy(torch, dev, TASK, reference, candidate, protocol, 0, SPEC)
+    def receive(self):
+        self.gpu.run(self.batches[-1] * self.seconds, self.power_w)
+        return wire.Ran("ok", None, [[]], [], self.batches[-1] * self.seconds * 1e3), None
 
 
-def test_worker_energy_step_measures_reference_and_candidate(monkeypatch):
-    gpu = FakeGpu()
-    fields = run_worker_energy(monkeypatch, gpu, fake_nvml([gpu]))
+def test_remote_loop_measures_the_candidates_energy_from_outside():
+    gpu = FakeGpu(idle_w=100.0, phase_s=0.0411)
+    meter = NvmlEnergyMeter(0, MeterSettings(min_window_s=0.5, repeats=1, **FAST), nvml=fake_nvml([gpu]),
+                            clock=gpu.clock, sleep=gpu.sleep)
+    remote, checked = FakeRemote(gpu, NEW_S, NEW_W), []
+    loop = energy.RemoteLoop(remote.send_go, remote.receive,
+                             lambda ran, fd, calls, wall_s: checked.append((calls, wall_s)))
+    loop.clock = gpu.clock
+    ref = lambda: gpu.run(REF_S, REF_W)  # noqa: E731
+
+    def sync():
+        loop.sync()
+
+    fields = energy.measure_pair(meter, ref, loop, sync, repeats=2, idle_window_s=0.3)
     assert covers(fields["energy_j"], NEW_W * NEW_S, fields["energy_uncertainty_j"])
     assert covers(fields["ref_energy_j"], REF_W * REF_S, fields["ref_energy_uncertainty_j"])
-    assert fields["idle_power_w"] == pytest.approx(gpu.idle_w, rel=1e-3)
-    assert "energy_error" not in fields
+    assert remote.batches and all(n >= 1 for n in remote.batches)  # batches, not one message per call
+    assert [c for c, _ in checked] == remote.batches  # every batch came back and was checked
+    assert all(wall_s == pytest.approx(c * NEW_S, rel=1e-6) for c, wall_s in checked)
 
 
-def test_worker_energy_step_reports_a_failing_meter_instead_of_a_value(monkeypatch):
+def test_remote_loop_check_failure_stops_the_measurement():
     gpu = FakeGpu()
-    lost = fake_nvml([gpu], fail={"nvmlDeviceGetTotalEnergyConsumption": 15})  # GPU_IS_LOST
-    fields = run_worker_energy(monkeypatch, gpu, lost)
-    assert set(fields) == {"energy_error"}
-    assert fields["energy_error"].startswith("nvml energy measurement failed: MeterError")
+    meter = NvmlEnergyMeter(0, MeterSettings(min_window_s=0.3, repeats=1, **FAST), nvml=fake_nvml([gpu]),
+                            clock=gpu.clock, sleep=gpu.sleep)
+    remote = FakeRemote(gpu, NEW_S, NEW_W)
 
+    def check(ran, fd, calls, wall_s):
+        raise Verdict("implausible", "an energy batch skipped work")
 
-def test_worker_energy_step_checks_the_candidates_loop_output(monkeypatch):
-    gpu = FakeGpu()
-
-    class Stale(SimulatedOp):  # right while checked, a stale output once called many times
-        calls = 0
-
-        def forward(self, x):
-            self.calls += 1
-            out = super().forward(x)  # the simulated GPU stays busy either way
-            return out if self.calls < 50 else torch.zeros_like(x)
-
-    with pytest.raises(worker_mod.Verdict, match="energy-loop call") as verdict:
-        run_worker_energy(monkeypatch, gpu, fake_nvml([gpu]), Stale(gpu, NEW_S, NEW_W))
-    assert verdict.value.status == "incorrect"
+    loop = energy.RemoteLoop(remote.send_go, remote.receive, check)
+    with pytest.raises(Verdict, match="skipped work"):
+        energy.measure_pair(meter, lambda: gpu.run(REF_S, REF_W), loop, loop.sync, repeats=1, idle_window_s=0)
 
 
 # --- records under each mode -----------------------------------------------------------------
@@ -143,56 +133,40 @@ CPU = HardwareConfig(name="cpu", device="cpu", peak_bf16_tflops=1.0, peak_fp32_t
                      min_energy_window_s=0.0)
 H200 = dataclasses.replace(CPU, name="h200", device="cuda", tdp_w=700.0, idle_power_w=80.0,
                            peak_bf16_tflops=989.0, mem_bandwidth_gb_s=4800.0, min_energy_window_s=1.0)
-TIMED = {"status": "ok", "error": None, "device": "NVIDIA H200", "runtime_ms": 0.5, "ref_runtime_ms": 2.0,
-         "flops": 0.0, "min_bytes": 0.0}
+TIMED = dict(status="ok", device="NVIDIA H200", runtime_ms=0.5, ref_runtime_ms=2.0, speedup=4.0,
+             speedup_low=3.9, speedup_high=4.1, flops=0.0, min_bytes=0.0)
 MEASURED = {"energy_j": 0.2, "energy_uncertainty_j": 0.001, "avg_power_w": 400.0, "window_s": 1.1,
             "ref_energy_j": 0.6, "ref_energy_uncertainty_j": 0.002, "ref_avg_power_w": 300.0,
             "ref_window_s": 1.2, "idle_power_w": 90.0, "energy_s": 8.0}
+BASE = dict(task_id="level1/x", candidate="c.py", candidate_sha="0" * 64, hardware="h200")
 
 
-class FixedWorker:
-    def __init__(self, result: dict):
-        self.result, self.requests = result, []
-
-    def submit(self, request: dict) -> WorkerOutcome:
-        self.requests.append(request)
-        return WorkerOutcome(self.result, 0, None, "", 1.0)
+def record_for(mode: str, hardware: HardwareConfig, **measured):
+    return record_from(wire.Measurement(**{**TIMED, **measured}), BASE, hardware, mode, 1)
 
 
-def record_for(monkeypatch, mode: str, hardware: HardwareConfig, result: dict):
-    if mode == "nvml":  # no GPU here: the stage-start check is tested separately
-        monkeypatch.setattr("warpk.evaluator.resolve_energy", lambda *_: "nvml")
-    evaluator = Evaluator(EvaluateConfig(energy=mode, result_cache=False), hardware, lanes=["0"])
-    task = SimpleNamespace(task_id="level1/x", path=Path(__file__), shapes={})
-    worker = FixedWorker(result)
-    record = evaluator.measure(EvalItem(task, "class ModelNew: pass\n", "c.py"), worker)
-    return record, worker.requests[0]
-
-
-def test_nvml_mode_records_measured_energy_and_sends_the_window(monkeypatch):
-    record, request = record_for(monkeypatch, "nvml", H200, {**TIMED, **MEASURED})
-    assert request["energy"] == {"mode": "nvml", "min_window_s": 1.0, "repeats": 3, "idle_window_s": 0.3}
+def test_nvml_mode_records_measured_energy():
+    record = record_for("nvml", H200, **MEASURED)
     assert record.energy_source == "nvml" and record.energy_error is None
     for key, value in MEASURED.items():
         assert getattr(record, key) == value
 
 
-def test_failed_nvml_measurement_is_none_with_a_reason_never_modelled(monkeypatch):
-    result = {**TIMED, "energy_error": "nvml energy measurement failed: MeterError: GPU is lost"}
-    record, _ = record_for(monkeypatch, "nvml", H200, result)
+def test_failed_nvml_measurement_is_none_with_a_reason_never_modelled():
+    record = record_for("nvml", H200, energy_error="nvml energy measurement failed: MeterError: GPU is lost")
     assert record.status == "ok" and record.speedup == 4.0
-    assert record.energy_source == "none" and record.energy_error == result["energy_error"]
+    assert record.energy_source == "none" and record.energy_error.startswith("nvml energy measurement failed")
     assert record.energy_j is None and record.ref_energy_j is None and record.avg_power_w is None
 
 
-def test_energy_none_leaves_every_energy_field_none(monkeypatch):
-    record, request = record_for(monkeypatch, "none", CPU, {**TIMED, "device": "cpu"})
-    assert request["energy"]["mode"] == "none" and record.energy_source == "none"
+def test_energy_none_leaves_every_energy_field_none():
+    record = record_for("none", CPU, device="cpu")
+    assert record.energy_source == "none"
     assert all(getattr(record, k) is None for k in (*energy_fields(), "energy_error"))
 
 
-def test_energy_model_is_the_power_model(monkeypatch):
-    record, _ = record_for(monkeypatch, "model", CPU, {**TIMED, **MEASURED, "device": "cpu"})
+def test_energy_model_is_the_power_model():
+    record = record_for("model", CPU, device="cpu", **MEASURED)  # measured fields are not used
     assert record.energy_source == "model" and record.window_s is None and record.idle_power_w is None
     assert record.energy_j == pytest.approx(record.avg_power_w * 0.5e-3)
 
@@ -205,7 +179,8 @@ def energy_fields():
 def test_energy_mode_is_part_of_the_result_cache_key():
     task = SimpleNamespace(task_id="level1/x", path=Path(__file__), shapes={})
     item = EvalItem(task, "class ModelNew: pass\n", "c.py")
-    keys = {Evaluator(EvaluateConfig(energy=m), CPU, lanes=[""]).result_key(item) for m in ("model", "none")}
+    keys = {Evaluator(EvaluateConfig(energy=m, sandbox="process"), CPU, lanes=[""]).prepare(0, item).key
+            for m in ("model", "none")}
     assert len(keys) == 2
 
 
@@ -218,13 +193,12 @@ def test_energy_modes_resolve_and_nvml_without_a_gpu_fails_with_the_reason():
         resolve_energy("nvml", "cuda", "h200", [])
 
 
-def test_results_table_says_why_energy_is_missing(monkeypatch):
+def test_results_table_says_why_energy_is_missing():
     from rich.console import Console
 
     from warpk.stages.evaluate import results_table
 
-    result = {**TIMED, "energy_error": "nvml energy measurement failed: MeterError: GPU is lost"}
-    record, _ = record_for(monkeypatch, "nvml", H200, result)
+    record = record_for("nvml", H200, energy_error="nvml energy measurement failed: MeterError: GPU is lost")
     console = Console(width=400, record=True)
     console.print(results_table([record], "h200"))
     assert "energy not measured: nvml energy measurement failed" in console.export_text()

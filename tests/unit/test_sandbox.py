@@ -1,29 +1,39 @@
-"""The sandbox on its own: `Evaluator.measure` runs candidates that the static checks would refuse
-(it skips them), to show what the process boundary alone covers (warpk.evaluator.sandbox, threat
-model): deaths, hangs, memory, file size, spawned processes, environment. Plus the roofline floor.
+"""The trust boundary on its own: `Evaluator.measure` skips the static pre-filter, so these
+candidates do what the pre-filter would refuse, and every verdict and side effect here comes from
+the process split (trusted / untrusted worker) and the OS sandbox (warpk.evaluator.sandbox).
 
-Each candidate is a few lines of source; the ones that spawn or probe write to a file under the
-test's tmp_path, whose path is pasted into their source.
+Side effects are checked from OUTSIDE the sandbox, in this test process: files on the host,
+processes in the host's /proc, a TCP listener on the host's loopback. Where a check could pass
+only because the sandbox hides something from the candidate, a `process`-mode control run shows
+the same candidate does reach it without the sandbox.
 """
 
-import json
 import os
+import secrets
 import signal
+import socket
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import DATA, REPO
+from tests.conftest import REPO
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
-from warpk.evaluator.sandbox import Limits, WorkerProcess
+from warpk.evaluator.sandbox import bwrap_command, resolve_sandbox
 from warpk.tasks import load_task_file
 
 SOFTMAX = REPO / "kernelbench" / "problems" / "01_softmax.py"
 HEAD = "import torch\nimport torch.nn as nn\n"
+
+needs_bwrap = pytest.mark.skipif(
+    not os.path.exists("/usr/bin/bwrap") and not any(
+        os.path.exists(os.path.join(p, "bwrap")) for p in os.environ.get("PATH", "").split(":")
+    ),
+    reason="bubblewrap is not installed (make test installs it on Debian/Ubuntu)",
+)
 
 
 def _hardware(name: str) -> HardwareConfig:
@@ -31,11 +41,10 @@ def _hardware(name: str) -> HardwareConfig:
     return HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
 
 
-def _measure(source: str, **protocol):
-    """One candidate for 01_softmax in a fresh worker, static checks skipped."""
-    settings = dict(
-        result_cache=False, timing_trials=3, warmup_calls=0, run_timeout_s=10.0, memory_limit_gb=2.0
-    )
+def _measure(source: str, sandbox: str = "bwrap", **protocol):
+    """One candidate for 01_softmax, static pre-filter skipped."""
+    settings = dict(result_cache=False, timing_batches=3, batch_target_ms=2.0, run_timeout_s=10.0,
+                    memory_limit_gb=2.0, sandbox=sandbox)
     evaluator = Evaluator(EvaluateConfig(**{**settings, **protocol}), _hardware("cpu"))
     return evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "sandbox_probe.py"))
 
@@ -51,206 +60,262 @@ def _forward(body: str, prelude: str = "") -> str:
     )
 
 
-def _alive(pid: int) -> bool:
-    """True if `pid` is a live (not zombie) `sleep` process: guards against pid reuse too."""
-    proc = Path(f"/proc/{pid}")
+def _processes_with(marker: str) -> list[int]:
+    """Live host processes whose command line contains `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if state not in ("Z", "X") and marker.encode() in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def _kill_all(marker: str) -> None:
+    for pid in _processes_with(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# --- the sandbox is there, or evaluation refuses ----------------------------------------------
+@needs_bwrap
+def test_auto_resolves_to_bwrap_here():
+    assert resolve_sandbox("auto") == "bwrap"
+    assert resolve_sandbox("process") == "process"
+
+
+def test_no_bwrap_refuses_to_evaluate_and_says_what_to_do(monkeypatch):
+    resolve_sandbox.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
     try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = (proc / "cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X") and cmdline.startswith(b"sleep")
+        with pytest.raises(Exception, match="evaluate.sandbox=process"):
+            resolve_sandbox("auto")
+        assert resolve_sandbox("process") == "process"
+    finally:
+        resolve_sandbox.cache_clear()
 
 
-def _wait_dead(pid: int, timeout_s: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+def test_the_bwrap_command_mounts_only_what_python_needs():
+    cmd = " ".join(bwrap_command(Path("/tmp/warpk-untrusted-x"), None, None))
+    assert "--ro-bind / /" not in cmd and "--remount-ro /" in cmd
+    assert f"--ro-bind {REPO / 'warpk'} {REPO / 'warpk'}" in cmd
+    for absent in (f" {REPO} ", f"{REPO / 'tests'}", "/etc/shadow", " /home ", " /run ", " /opt "):
+        assert absent not in cmd + " "
+    assert "--tmpfs /tmp" in cmd and "--bind /tmp/warpk-untrusted-x /tmp/warpk-untrusted-x" in cmd
+    assert "--unshare-all" in cmd and "--die-with-parent" in cmd and "--cap-drop ALL" in cmd
+    assert "/dev/nvidia" not in cmd  # a CPU lane gets no GPU device node
 
 
-def _spawner(pid_file: Path, new_session: bool) -> str:
-    """Spawns `sleep 1000` at import, writes its pid, then hangs in forward."""
-    return _forward(
-        "time.sleep(1000)",
-        prelude=(
-            "import subprocess\nimport time\n"
-            f"child = subprocess.Popen(['sleep', '1000'], start_new_session={new_session})\n"
-            f"with open({str(pid_file)!r}, 'w') as f:\n    f.write(str(child.pid))\n"
-        ),
-    )
-
-
-# --- deaths ---------------------------------------------------------------------------------
+# --- deaths and limits ------------------------------------------------------------------------
+@needs_bwrap
 def test_os_exit_is_a_crash_not_a_success():
-    record = _measure(_forward("os._exit(0)", prelude="import os\n"))
+    record = _measure(_forward("os._exit(3)", prelude="import os\n"))
     assert record.status == "crashed"
-    assert "before reporting a result" in record.error
+    assert "the candidate's worker died in the correctness phase" in record.error
+    assert record.sandbox == "bwrap"
 
 
+@needs_bwrap
 def test_segfault_through_ctypes_is_a_crash_with_the_signal():
     record = _measure(_forward("ctypes.string_at(0)", prelude="import ctypes\n"))
     assert record.status == "crashed"
     assert "SIGSEGV" in record.error
 
 
-# --- memory -----------------------------------------------------------------------------------
+@needs_bwrap
 def test_growing_host_memory_is_killed_by_the_watchdog():
-    """Touched pages count in RSS: the parent's watchdog (polling every 20 ms) sees 2 GB long
-    before RLIMIT_AS (2 + 4 GB) is reached, and kills the group -> crashed."""
-    record = _measure(_forward("keep = [torch.ones(64 * 2**20) for _ in range(10**6)]"), memory_limit_gb=2.0)
+    """Touched pages count in RSS: the parent's watchdog (summing the sandbox's process tree)
+    sees 2 GB long before RLIMIT_AS (2 + 4 GB) is reached and kills the sandbox -> crashed."""
+    record = _measure(_forward("keep = [torch.ones(64 * 2**20) for _ in range(10**6)]"))
     assert record.status == "crashed"
     assert "exceeded the host memory limit of 2 GB" in record.error
 
 
+@needs_bwrap
 def test_one_huge_allocation_fails_on_the_address_space_limit():
-    """An 8 GB allocation never becomes resident: the watchdog cannot see it, but RLIMIT_AS
-    (memory_limit_gb + 4 GB, CPU workers only) makes malloc fail, which torch raises in forward
-    -> runtime_error, and the machine never lends the pages."""
-    record = _measure(_forward("big = torch.empty(2**31)"), memory_limit_gb=2.0)
+    record = _measure(_forward("big = torch.empty(2**31)"))
     assert record.status == "runtime_error"
     assert "forward raised" in record.error and "can't allocate memory" in record.error
 
 
-# --- time -------------------------------------------------------------------------------------
-def test_a_loop_in_forward_times_out_at_the_run_limit():
+@needs_bwrap
+def test_a_loop_in_forward_times_out_in_seconds_not_minutes():
+    """The limit of a step is run_timeout_s + run_timeout_factor x the reference's time for it:
+    a hung candidate on a millisecond task costs about run_timeout_s."""
     start = time.monotonic()
-    record = _measure(_forward("while True:\n    x = x * 1.0"), run_timeout_s=5.0)
+    record = _measure(_forward("while True:\n    x = x * 1.0"), run_timeout_s=3.0)
     assert record.status == "timeout"
-    assert record.error == "the run phase exceeded its limit of 5 s; worker killed"
+    assert record.error.startswith("the correctness phase exceeded its limit of 3")
     assert time.monotonic() - start < 30
 
 
+@needs_bwrap
 def test_a_loop_at_import_times_out_at_the_compile_limit():
     record = _measure(_forward("pass", prelude="while True:\n    pass\n"), compile_timeout_s=4.0)
     assert record.status == "timeout"
-    assert "the compile phase exceeded its limit of 4 s" in record.error
+    assert "the load phase exceeded its limit of 4 s" in record.error
 
 
-# --- files ------------------------------------------------------------------------------------
+@needs_bwrap
 def test_file_size_limit_stops_a_huge_write():
-    """RLIMIT_FSIZE is 256 MiB. Python ignores SIGXFSZ, so the write fails with EFBIG in forward
-    (runtime_error) instead of killing the worker; a seek makes it instant and sparse."""
-    body = "with open('big.bin', 'wb') as f:\n    f.seek(300 * 2**20)\n    f.write(b'x')"
+    body = "with open('big.bin', 'wb') as f:\n    f.seek(1100 * 2**30)\n    f.write(b'x')"  # sparse
     record = _measure(_forward(body))
     assert record.status == "runtime_error"
     assert "File too large" in record.error
 
 
-# --- processes ------------------------------------------------------------------------------
-def test_children_die_with_the_worker_group(tmp_path):
-    """The candidate spawns `sleep 1000` and hangs: at the run timeout the parent SIGKILLs the
-    worker's process group, which the child shares."""
-    pid_file = tmp_path / "child.pid"
-    record = _measure(_spawner(pid_file, new_session=False), run_timeout_s=2.0)
-    assert record.status == "timeout"
-    pid = int(pid_file.read_text())
-    assert _wait_dead(pid), f"child {pid} survived the group kill"
+# --- escapes, checked from the host ----------------------------------------------------------
+def _writer(target: Path) -> str:
+    return _forward("pass", prelude=f"import pathlib\npathlib.Path({str(target)!r}).write_text('escaped')\n")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a child that starts its own session (setsid) leaves the worker's process group "
-    "and survives killpg; needs a cgroup, a PID namespace or a subreaper in the sandbox",
-)
-def test_children_in_a_new_session_die_with_the_worker(tmp_path):
-    pid_file = tmp_path / "child.pid"
-    pid = None
+@needs_bwrap
+def test_files_outside_the_sandbox_are_out_of_reach(tmp_path):
+    """Writes to the host's /tmp (tmp_path), the project tree and $HOME land nowhere: the
+    candidate raises (its private /tmp has no such folder; the project tree and $HOME are empty
+    and read-only) and the host's files do not appear."""
+    name = f"warpk-escape-{secrets.token_hex(4)}"
+    for target in (tmp_path / name, REPO / name, Path.home() / name):
+        record = _measure(_writer(target))
+        assert record.status == "compile_error", (target, record.error)
+        assert not target.exists(), f"the candidate wrote {target} on the host"
+
+
+def test_the_file_escape_control_works_without_the_sandbox(tmp_path):
+    """Control for the test above: in process mode the same candidate does write the file."""
+    target = tmp_path / "escaped.txt"
+    record = _measure(_writer(target), sandbox="process")
+    assert target.read_text() == "escaped" and record.status == "ok"
+
+
+@needs_bwrap
+def test_no_network_even_to_the_hosts_loopback():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
     try:
-        record = _measure(_spawner(pid_file, new_session=True), run_timeout_s=2.0)
+        connect = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)\n"
+        source = _forward("pass", prelude=connect)
+        record = _measure(source)
+        assert record.status == "compile_error" and "ConnectionRefused" in record.error
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing ever connected on the host
+    finally:
+        listener.close()
+
+
+@needs_bwrap
+def test_children_die_with_the_sandbox_even_in_a_new_session():
+    """The candidate starts a `sleep` in its own session at import (escaping any process-group
+    kill) and hangs: the PID namespace dies with the sandbox, so the host has no such process."""
+    marker = f"{1000 + secrets.randbelow(10**6)}.{secrets.randbelow(10**6)}"
+    prelude = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+    try:
+        record = _measure(_forward("while True:\n    pass", prelude=prelude), run_timeout_s=2.0)
         assert record.status == "timeout"
-        pid = int(pid_file.read_text())
-        assert _wait_dead(pid, timeout_s=1.0), f"child {pid} in its own session survived"
+        deadline = time.monotonic() + 5
+        while _processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _processes_with(marker), "a child of the candidate survived its sandbox"
     finally:
-        if pid is not None and _alive(pid):
-            os.kill(pid, signal.SIGKILL)  # the escaped `sleep` this test started
+        _kill_all(marker)
 
 
-# --- worker reuse ---------------------------------------------------------------------------
-def _one_worker() -> WorkerProcess:
-    """A CPU worker as a lane of evaluate_many holds it: reused while verdicts are ok/incorrect."""
-    return WorkerProcess(Limits(60.0, 10.0, 2.0, 1, address_space_limit=True), {"CUDA_VISIBLE_DEVICES": ""})
-
-
-def _two_on_one_worker(first_source: str) -> tuple:
-    """(record of `first_source`, record of an honest softmax measured next on the same worker)."""
-    honest = (REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py").read_text()
-    protocol = EvaluateConfig(result_cache=False, timing_trials=3, warmup_calls=0, memory_limit_gb=2.0)
-    evaluator = Evaluator(protocol, _hardware("cpu"))
-    task = load_task_file(SOFTMAX)
-    worker = _one_worker()
-    try:
-        first = evaluator.measure(EvalItem(task, first_source, "first.py"), worker)
-        second = evaluator.measure(EvalItem(task, honest, "torch_fused.py"), worker)
-    finally:
-        worker.close()
-    return first, second
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a reused worker keeps global state of the previous candidate (here torch.softmax "
-    "replaced through functools.update_wrapper), which corrupts the next candidate's outputs",
-)
-def test_a_candidate_cannot_change_the_verdict_of_the_next_one_on_its_worker():
-    """An honest softmax after 28b_poison_via_update_wrapper.py on ONE worker, as evaluate_many
-    runs a lane. The worker clears global hooks between candidates, not patched torch functions."""
-    first, second = _two_on_one_worker((DATA / "exploits" / "28b_poison_via_update_wrapper.py").read_text())
-    assert first.status == "ok"  # the poisoner itself is an honest softmax; the worker is kept
-    assert second.status == "ok", f"the honest candidate after it: {second.status} ({second.error})"
-
-
-def test_a_candidate_cannot_answer_for_the_next_one_on_its_worker():
-    """The first candidate (static checks skipped: it imports os) writes two answer lines to the
-    worker's answer pipe at import, "ok" for itself and "incorrect" for whoever comes next, then
-    evaluates honestly; the parent reads one line per request."""
-    lines = [
-        {
-            "status": "ok",
-            "error": None,
-            "runtime_ms": 0.01,
-            "ref_runtime_ms": 1.0,
-            "flops": 0.0,
-            "min_bytes": 0.0,
-        },
-        {"status": "incorrect", "error": "forged by the previous candidate"},
-    ]
-    forger = _forward(
-        "pass",
-        prelude=(
-            "import json\nimport os\n"
-            f"LINES = {json.dumps(lines)!r}\n"
-            "for fd in os.listdir('/proc/self/fd'):\n"
-            "    link = '/proc/self/fd/' + fd\n"
-            "    if fd != '0' and os.path.islink(link) and os.readlink(link).startswith('pipe:'):\n"
-            "        for line in json.loads(LINES):\n"
-            "            os.write(int(fd), (json.dumps(line) + '\\n').encode())\n"
-        ),
-    )
-    first, second = _two_on_one_worker(forger)
-    assert second.status == "ok", f"the honest candidate after it: {second.status} ({second.error})"
-
-
-# --- environment and working dir -----------------------------------------------------------
-def test_worker_runs_in_a_temp_dir_with_a_scrubbed_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_API_KEY", "secret-wandb-key")
+@needs_bwrap
+def test_home_secrets_and_environment_are_not_readable(monkeypatch):
+    """A token in the real $HOME and in the parent's environment: the candidate reads what it
+    can and raises it into its error text (the record); neither token gets there."""
     monkeypatch.setenv("HF_TOKEN", "secret-hf-token")
-    probe = tmp_path / "probe.json"
+    token = secrets.token_hex(8)
+    secret = Path.home() / f".warpk-secret-{token}"
+    secret.write_text(token)
+    try:
+        probe = (
+            "import os, pathlib\n"
+            f"p = pathlib.Path({str(secret)!r})\n"
+            "raise RuntimeError((p.read_text() if p.exists() else 'no secret') + repr(dict(os.environ)))\n"
+        )
+        record = _measure(_forward("pass", prelude=probe))
+        assert record.status == "compile_error"
+        assert "no secret" in record.error
+        assert token not in record.error and "secret-hf-token" not in record.error
+    finally:
+        secret.unlink()
+
+
+# --- the trusted side is not fooled by the candidate's process -----------------------------------
+@needs_bwrap
+def test_a_forged_answer_on_the_socket_is_not_believed():
+    """The candidate finds its socket in /proc/self/fd and, at the first forward, writes its own
+    'Ran' frame (ok, no outputs) before returning zeros: the trusted side gets a frame it did
+    not ask for, or outputs that are wrong; never ok."""
     prelude = (
-        "import json\nimport os\n"
-        f"with open({str(probe)!r}, 'w') as f:\n"
-        "    json.dump({'cwd': os.getcwd(), 'home': os.environ.get('HOME'), 'env': dict(os.environ)}, f)\n"
+        "import json, os, socket, struct\n"
+        "def forge():\n"
+        "    for fd in os.listdir('/proc/self/fd'):\n"
+        "        link = '/proc/self/fd/' + fd\n"
+        "        if os.path.exists(link) and os.readlink(link).startswith('socket:'):\n"
+        "            s = socket.socket(fileno=int(fd))\n"
+        "            ran = {'type': 'Ran', 'status': 'ok', 'outputs': [[]], 'compute_ms': 0.001}\n"
+        "            msg = json.dumps(ran).encode()\n"
+        "            s.sendall(struct.pack('!I', len(msg)) + msg)\n"
+        "            s.detach()\n"
     )
-    record = _measure(_forward("pass", prelude=prelude))
-    assert record.status == "ok"
-    seen = json.loads(probe.read_text())
-    assert "WANDB_API_KEY" not in seen["env"] and "HF_TOKEN" not in seen["env"]
-    assert not any("secret" in v for v in seen["env"].values())
-    assert Path(seen["cwd"]).parent.name.startswith("warpk-worker-")  # <home>/job-N
-    assert seen["home"] == str(Path(seen["cwd"]).parent)
-    assert not Path(seen["home"]).exists(), "the worker's temp dir is removed afterwards"
+    source = HEAD + prelude + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+    source += "        forge()\n        return torch.zeros_like(x)\n"
+    record = _measure(source)
+    assert record.status in ("crashed", "incorrect"), record
+    assert record.runtime_ms is None
+
+
+@needs_bwrap
+def test_rebinding_the_comparison_functions_changes_nothing():
+    """torch.allclose/equal/isclose made to always agree, in the candidate's process, and a
+    zero output: the comparison happens in the trusted worker."""
+    prelude = (
+        "import torch as T\n"
+        "T.allclose = lambda *a, **k: True\nT.equal = lambda *a, **k: True\n"
+        "T.isclose = lambda a, b, **k: T.ones_like(a, dtype=T.bool)\n"
+    )
+    source = HEAD + prelude + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+    source += "        return torch.zeros_like(x)\n"
+    record = _measure(source)
+    assert record.status == "incorrect" and "trial 0" in record.error
+
+
+@needs_bwrap
+def test_a_clock_that_lies_is_implausible():
+    """The candidate does the softmax 30 times per call and makes the harness's clock
+    (time.perf_counter_ns, which times CPU batches) run 1000x slow: its reported time is a
+    fraction of what the trusted wall clock saw -> implausible, however right the outputs."""
+    prelude = (
+        "import time\n"
+        "_real = time.perf_counter_ns\n_t0 = _real()\n"
+        "time.perf_counter_ns = lambda: _t0 + (_real() - _t0) // 1000\n"
+    )
+    body = "for _ in range(30):\n    y = torch.softmax(x, dim=-1)"
+    record = _measure(_forward(body, prelude=prelude), batch_target_ms=20.0)
+    assert record.status == "implausible", record
+    assert "trusted wall clock" in record.error
+
+
+@needs_bwrap
+def test_an_honest_candidate_is_ok_with_a_speedup_interval():
+    honest = (REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py").read_text()
+    record = _measure(honest, timing_batches=6)
+    assert record.status == "ok", record.error
+    assert record.speedup_low <= record.speedup <= record.speedup_high
+    assert record.calls_per_batch >= 1 and record.timing_batches >= 3
+    assert record.sandbox == "bwrap"
 
 
 # --- roofline ---------------------------------------------------------------------------------
@@ -270,17 +335,13 @@ def test_roofline_floor_on_h200_compute_bound_gemm():
 
 
 def test_roofline_floor_on_h200_memory_bound_softmax():
-    """Softmax 4096 x 16384 fp32: no FLOPs counted, input + output = 536,870,912 B at 4800 GB/s
-    = 0.11185 ms; a 20 us cache hit is 5.6x faster than physically possible."""
     h200 = _hardware("h200")
     floor_ms = roofline_floor_ms(0.0, 2 * 4096 * 16384 * 4, h200)
     assert floor_ms == pytest.approx(536870912 / 4800e9 * 1e3, rel=1e-12)
-    assert floor_ms == pytest.approx(0.111848, rel=1e-5)
     assert "(5.6x faster than physically possible)" in implausible_reason(0.02, floor_ms, h200)
 
 
 def test_roofline_does_not_judge_the_cpu_profile():
-    """The cpu profile's figures are nominal and its timings warm-cache: never implausible."""
     cpu = _hardware("cpu")
     floor_ms = roofline_floor_ms(2 * 256 * 512 * 256, 3 * 256 * 512 * 4, cpu)
     assert floor_ms > 0
@@ -289,14 +350,11 @@ def test_roofline_does_not_judge_the_cpu_profile():
 
 @pytest.mark.gpu
 def test_a_timer_lie_on_the_gpu_is_implausible():
-    """Static checks skipped: the candidate makes torch.cuda.Event.elapsed_time return 1 us. The
-    softmax is right, so only the roofline floor of the h200 profile (2 x 256 MiB / 4.8 TB/s =
-    0.112 ms at the GPU shape) stands between this and a 100x reward."""
+    """The candidate makes torch.cuda.Event.elapsed_time return 1 us in its own process: the
+    trusted wall clock does not agree."""
     source = _forward("pass", prelude="torch.cuda.Event.elapsed_time = lambda self, end: 0.001\n")
-    protocol = EvaluateConfig(
-        result_cache=False, timing_trials=3, warmup_calls=1, run_timeout_s=120.0, gpus=[0]
-    )
+    protocol = EvaluateConfig(result_cache=False, timing_batches=3, run_timeout_s=120.0, gpus=[0])
     evaluator = Evaluator(protocol, _hardware("h200"))
     record = evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "timer_lie.py"))
     assert record.status == "implausible"
-    assert "below the roofline floor" in record.error and record.runtime_ms == pytest.approx(0.001)
+    assert "trusted wall clock" in record.error or "roofline" in record.error

@@ -1,4 +1,5 @@
-"""Static checks: each rule rejects its exploit and leaves honest candidates alone."""
+"""The static pre-filter: each rule rejects its hack and leaves honest and upstream code alone
+(the security boundary is the trusted/untrusted split and the sandbox, tests/unit/test_sandbox.py)."""
 
 import pytest
 
@@ -25,52 +26,38 @@ def test_every_bundled_solution_passes(path):
         ("class Other(nn.Module): pass\n", "no top-level class ModelNew"),
         ("class ModelNew(Model): pass\n", "subclasses the reference Model"),
         ("class ModelNew(nn.Module):\n  def forward(self, x):\n    return Model()(x)\n", "reference Model"),
+        ("from task import Model\nclass ModelNew(nn.Module): pass\n", "importing 'Model'"),
         (
             "class ModelNew(nn.Module):\n  def forward(self, x):\n    try:\n      return f(x)\n"
             "    except Exception:\n      return torch.softmax(x, -1)\n",
             "try/except is not allowed",
         ),
         ("import threading\nclass ModelNew(nn.Module): pass\n", "import of 'threading' is not allowed"),
-        ("import os\nclass ModelNew(nn.Module): pass\n", "import of 'os' is not allowed"),
-        ("from time import perf_counter\nclass ModelNew(nn.Module): pass\n", "import of 'time'"),
+        ("import subprocess\nclass ModelNew(nn.Module): pass\n", "import of 'subprocess'"),
+        ("from socket import socket\nclass ModelNew(nn.Module): pass\n", "import of 'socket'"),
         ("import ctypes\nclass ModelNew(nn.Module): pass\n", "import of 'ctypes'"),
-        (
-            "torch.cuda.synchronize = lambda: None\nclass ModelNew(nn.Module): pass\n",
-            "patches an imported module",
-        ),
-        ("F.softmax = torch.exp\nclass ModelNew(nn.Module): pass\n", "patches an imported module"),
-        ("s = torch.cuda.Stream()\nclass ModelNew(nn.Module): pass\n", "'.Stream' is not allowed"),
-        ("e = torch.cuda.Event()\nclass ModelNew(nn.Module): pass\n", "'.Event' is not allowed"),
-        (
-            "x = torch.utils.cpp_extension.os.environ\nclass ModelNew(nn.Module): pass\n",
-            "'.os' is not allowed",
-        ),
-        ("open('/tmp/x', 'w')\nclass ModelNew(nn.Module): pass\n", "calling open() is not allowed"),
+        ("import concurrent.futures\nclass ModelNew(nn.Module): pass\n", "import of 'concurrent.futures'"),
         ("exec('import os')\nclass ModelNew(nn.Module): pass\n", "calling exec() is not allowed"),
-        ("m = __import__('os')\nclass ModelNew(nn.Module): pass\n", "'__import__' is not allowed"),
-        (
-            "k = ().__class__.__bases__[0].__subclasses__()\nclass ModelNew(nn.Module): pass\n",
-            "'.__class__' is not allowed",
-        ),
-        (
-            "class Lazy(torch.Tensor): pass\nclass ModelNew(nn.Module): pass\n",
-            "tensor subclasses are not allowed",
-        ),
-        (
-            "class ModelNew(nn.Module):\n  @classmethod\n  def __torch_function__(cls, *a): pass\n",
-            "__torch_function__ is not allowed",
-        ),
-        ("torch.save({}, 'x.pt')\nclass ModelNew(nn.Module): pass\n", "'torch.save' is not allowed"),
-        (
-            "SRC = 'cudaStream_t s; cudaStreamCreate(&s);'\nclass ModelNew(nn.Module): pass\n",
-            "cudaStreamCreate",
-        ),
-        ('SRC = \'FILE* f = fopen("/etc/passwd", "r");\'\nclass ModelNew(nn.Module): pass\n', "fopen"),
-        ("CACHE = {}\ndef f():\n  global CACHE\nclass ModelNew(nn.Module): pass\n", "global statements"),
+        ("m = __import__('os')\nclass ModelNew(nn.Module): pass\n", "calling __import__() is not allowed"),
     ],
 )
-def test_rule_rejects_its_exploit(body, expected):
+def test_rule_rejects_its_hack(body, expected):
     assert expected in _all(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import os\nos.environ['TORCH_CUDA_ARCH_LIST'] = '9.0'\n",  # what LLM candidates often write
+        "import numpy as np\nfrom einops import rearrange\nimport collections.abc\n",  # upstream imports
+        "import math\nfrom itertools import repeat\n",
+        "class ModelNew(nn.Module):\n  def _make_layer(self, n):\n    layers = []\n"
+        "    for _ in range(n):\n      layers.append(nn.ReLU())\n    return nn.Sequential(*layers)\n",
+    ],
+)
+def test_no_false_positives_on_what_honest_and_upstream_code_does(body):
+    source = body if "class ModelNew" in body else body + "class ModelNew(nn.Module): pass\n"
+    assert check_source(HEAD + source) == []
 
 
 def test_violation_names_the_line():

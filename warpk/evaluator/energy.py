@@ -1,7 +1,11 @@
-"""Measured energy per call of the reference and the candidate, inside the measuring worker.
+"""Measured energy per call of the reference and the candidate, read by the trusted worker.
 
-After correctness and timing, on a CUDA device with `evaluate.energy=nvml`, the worker opens an
-`NvmlEnergyMeter` on its GPU and calls `measure_pair`:
+NVML's energy counter is device-wide, so the trusted worker reads it while the candidate's calls
+run in the untrusted worker: the candidate never touches the meter. After correctness and
+timing, on a CUDA device with `evaluate.energy=nvml`, the trusted worker opens an
+`NvmlEnergyMeter` on its GPU and calls `measure_pair` with the reference's calls (its own) and a
+`RemoteLoop` for the candidate's (one `Go(repeat=n)` message per batch of n calls over staged
+inputs, so the counter is read while the batch runs over there):
   1. the idle power is observed first (device synchronised, nothing of ours running) and
      reported beside the energies, never subtracted;
   2. `repeats` rounds; each round measures the reference and the candidate back to back with
@@ -15,19 +19,59 @@ The GPU index inside a worker started with CUDA_VISIBLE_DEVICES=<i> is CUDA devi
 numbers every GPU of the node regardless: `nvml_index_for_cuda` maps the CUDA device to its NVML
 index by PCI bus id (UUID as a fallback).
 
-Non-goals: no torch import (the worker passes the device properties and `sync`), pynvml imported
+Each remote batch must last at least ENERGY_WALL_SHARE x its calls' time as the trusted clock
+confirmed it during timing (else `implausible`: it skipped work), and its last call's output is
+verified. Residual risk: the outputs of the other calls of a batch are not checked, so a
+candidate that computes only each batch's last call and idles through the rest (taking as long)
+would read as less energy per call.
+
+Non-goals: no torch import (the caller passes the device properties and `sync`), pynvml imported
 only when a meter is opened; no modelled fallback: a failed measurement is an error the record
-states (warpk.evaluator.Evaluator.measure).
+states (energy_error).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from warpk.telemetry.meter import MeterError, MeterSettings, summarize
 from warpk.telemetry.nvml import NvmlEnergyMeter
 
 IDLE_WINDOW_S = 0.3  # idle observed before the windows: about three counter updates on H200
+ENERGY_WALL_SHARE = 0.5
+
+
+class RemoteLoop:
+    """The candidate's side of an energy window: `submit(n)` queues n calls in the untrusted
+    worker (one message), `sync()` waits for them and checks what came back.
+
+    Args:
+        send_go: sends Go(repeat=n) to the untrusted worker.
+        receive: waits for its Ran; returns (Ran, memfd or None).
+        check: called with (Ran, memfd, calls, wall_s) for each finished batch; raises Verdict.
+    """
+
+    def __init__(self, send_go: Callable[[int], None], receive: Callable[[], tuple], check: Callable):
+        self.send_go, self.receive, self.check = send_go, receive, check
+        self.pending: tuple[int, float] | None = None
+        self.clock = time.perf_counter
+
+    def submit(self, n: int) -> None:
+        self.sync()
+        self.send_go(n)
+        self.pending = (n, self.clock())
+
+    def __call__(self) -> None:
+        self.submit(1)
+
+    def sync(self) -> None:
+        if self.pending is None:
+            return
+        n, start = self.pending
+        self.pending = None
+        ran, fd = self.receive()
+        self.check(ran, fd, n, self.clock() - start)
 
 
 def pci_bus_ids(props) -> list[str]:

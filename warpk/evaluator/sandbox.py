@@ -1,118 +1,163 @@
-"""Sandboxed worker processes that evaluate candidates, and what became of each request.
+"""The OS sandbox around the untrusted worker (the only process that imports candidate code).
 
-A `WorkerProcess` is reused across candidates of one lane (torch imported and the CUDA context
-made once); it is killed and replaced after any verdict that may leave it unclean (a timeout, a
-crash, a raised exception, a forged answer) and between requests nothing of the previous
-candidate stays importable (its module, global nn.Module hooks, cached GPU memory are dropped).
+`evaluate.sandbox`: `bwrap` runs it under bubblewrap (Debian/Ubuntu package `bubblewrap`);
+`process` runs it as a plain child process (weaker: see below; every record says which);
+`auto` = bwrap, and refuses to evaluate (SandboxUnavailable, with what to do) where bwrap does
+not work, rather than silently falling back.
 
-Threat model.
-  Covered: a candidate that raises; crashes the interpreter (segfault, os._exit, a CUDA fault);
-  hangs in the compile phase or the run phase (separate wall-clock limits, then SIGKILL to the
-  whole process group, so anything it spawned dies too); spins the CPU (RLIMIT_CPU backstop);
-  writes huge files (RLIMIT_FSIZE); grows host memory (RSS watchdog on every device, RLIMIT_AS on
-  CPU workers: CUDA needs a huge address space, so GPU workers rely on the watchdog); forges its
-  verdict (results travel on a pipe the candidate cannot name, tagged with a per-request nonce
-  the worker drops before the candidate loads; a pipe with leftover output is not reused). It
-  runs in a temp working dir, with a scrubbed environment (no API keys or tokens), with only the
-  GPU it was given visible. The static checks (warpk.evaluator.static) refuse the imports,
-  calls and attribute paths that reach files, network, processes, threads, timers, global torch
-  state and the harness before it runs.
-  Not covered: a determined escape through a bug in Python, torch or the CUDA driver; global
-  state a static-check bypass leaves in a reused worker (tests/unit/test_sandbox.py xfail);
-  children that start their own session escape the group kill (no cgroup or PID namespace);
-  world-readable files and the network if the static checks are bypassed (no namespaces);
-  RLIMIT_NPROC does not apply to root (fork bombs are stopped by the static checks). Run
-  untrusted code inside a container or VM you can afford to lose.
+Threat model. The candidate has full Python and C++ power inside its process and has read this
+code. Its verdict is decided elsewhere (warpk.evaluator.trusted): it sees inputs only when they
+are handed to it, its outputs are checked as bytes in another process, and its clock is bounded
+by that process's wall clock. This module limits what it can do to the machine.
+  Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root
+  that holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys),
+  the few /etc files they need (not /etc/shadow), this Python installation and the `warpk`
+  package: no $HOME, /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private,
+  empty tmpfs; its working dir (also $TMPDIR) and, for a CUDA candidate, its own build dir are
+  the only writable places; own PID namespace (it cannot see or signal other processes, and everything
+  it spawns dies with it: `--die-with-parent`, then the namespace goes); new session (no
+  terminal injection); all capabilities dropped, no_new_privs; on a GPU only its lane's device
+  nodes (/dev/nvidia<i> + control/UVM nodes) exist; a scrubbed environment (no tokens or keys).
+  Both modes: one fresh process per candidate (nothing of one candidate can reach the next);
+  wall-clock limits per step (enforced by the trusted worker, then SIGKILL of the whole
+  sandbox); host memory watched over its whole process tree (RLIMIT_AS too on CPU), no core
+  dumps, one file at most 1 TiB.
+  Not covered: the disk space its working dir and build dir take (a quota is the host's job);
+  kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
+  NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
+  it can write into its error text (records keep it); GPU side channels and a kernel left
+  spinning on the device; `process` mode has none of the namespace protections above (a
+  candidate there can write wherever the user can and reach the network). Run untrusted code on
+  a machine you can afford to lose, or at least under bwrap.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import resource
-import secrets
-import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
-ENV_KEEP = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "LD_LIBRARY_PATH",
-    "VIRTUAL_ENV",
-    "TMPDIR",
-    "CC",
-    "CXX",
-)
-FILE_SIZE_LIMIT_BYTES = 256 * 1024 * 1024
-POLL_S = 0.02
-# Verdicts after which the worker process is known to be in a clean state and is reused.
-KEEP_WORKER_AFTER = ("ok", "incorrect", "compile_error", "static_reject")
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX")
+# Per file. Outputs travel in memfds that RLIMIT_FSIZE also limits, and KernelBench outputs reach
+# several GB (L1 34-39), so this only stops a runaway single file; total disk use of the working
+# dir is not limited (threat model).
+FILE_SIZE_LIMIT_BYTES = 1 << 40
+NVIDIA_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps", "nvidia-modeset")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested sandbox cannot run here; the message says what to do."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    compile_timeout_s: float  # from start until the worker enters its run phase
-    run_timeout_s: float  # correctness and timing
-    memory_limit_gb: float  # host resident memory of the worker
+    memory_limit_gb: float  # host resident memory of the worker's whole process tree
     threads: int
-    address_space_limit: bool  # RLIMIT_AS too (CPU workers only)
+    address_space_limit: bool  # RLIMIT_AS too (CPU workers: CUDA needs a huge address space)
 
 
-@dataclass(frozen=True)
-class WorkerOutcome:
-    result: dict | None  # the worker's result file, None if it never wrote one
-    returncode: int | None
-    killed_for: str | None  # why the parent killed it: a phase timeout or memory
-    stderr_tail: str
-    wall_s: float
-
-    def failure(self) -> tuple[str, str] | None:
-        """(status, reason) when the worker did not report, else None."""
-        if self.killed_for and self.killed_for.startswith("timeout"):
-            return "timeout", self.killed_for.removeprefix("timeout: ")
-        if self.killed_for:
-            return "crashed", self.killed_for
-        if self.result is not None:
-            return None
-        detail = f": {self.stderr_tail}" if self.stderr_tail else ""
-        if self.returncode is not None and self.returncode < 0:
-            return "crashed", f"worker killed by {signal.Signals(-self.returncode).name}{detail}"
-        return "crashed", f"worker exited with code {self.returncode} before reporting a result{detail}"
+def _bwrap_works(binary: str) -> str | None:
+    """None if bwrap can make the namespaces here, else why not."""
+    try:
+        done = subprocess.run(
+            [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+             "--die-with-parent", "--cap-drop", "ALL", "true"],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
 
 
-def _apply_limits(limits: Limits) -> None:
-    """Runs in the child before exec."""
-    # A reused worker accumulates CPU time over many candidates: the CPU limit is a backstop
-    # (a day), the per-phase wall-clock limits are what stop a hung candidate.
-    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if limits.address_space_limit:
-        space = int((limits.memory_limit_gb + 4) * 1024**3)  # + room for torch's own mappings
-        resource.setrlimit(resource.RLIMIT_AS, (space, space))
+@functools.cache
+def resolve_sandbox(requested: str) -> str:
+    """'bwrap' or 'process' for evaluate.sandbox=auto|bwrap|process; raises SandboxUnavailable."""
+    if requested == "process":
+        return "process"
+    binary = shutil.which("bwrap")
+    why = "bwrap is not installed" if binary is None else _bwrap_works(binary)
+    if why is None:
+        return "bwrap"
+    raise SandboxUnavailable(
+        f"evaluate.sandbox={requested}: {why}. Install bubblewrap (`apt-get install bubblewrap`) "
+        "or pass evaluate.sandbox=process to run candidates without OS isolation (weaker: see "
+        "warpk/evaluator/sandbox.py)"
+    )
 
 
-def worker_env(home: str, threads: int, extra: dict[str, str]) -> dict[str, str]:
+# What the sandbox's otherwise empty, read-only root holds: the system's programs and libraries
+# (the compilers and CUDA for load_inline), the few /etc files they read, and /sys (read-only).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+             "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
+
+
+def _python_paths() -> list[Path]:
+    """Folders of this Python installation (interpreter, stdlib, site-packages, a venv). Inside
+    the project tree only a venv or site-packages qualifies (only `warpk` is mounted of the rest)."""
+    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
+    paths |= {Path(p) for p in sys.path if p and os.path.isdir(p)}
+    prefix = Path(sys.prefix).resolve()
+
+    def allowed(p: Path) -> bool:
+        inside = p == PROJECT_ROOT or PROJECT_ROOT in p.parents
+        return not inside or p == prefix or prefix in p.parents or "site-packages" in p.parts
+
+    return sorted(p for p in {q.resolve() for q in paths} if allowed(p))
+
+
+def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
+    """Mount a host path at the same place (a symlink, e.g. /bin -> usr/bin, stays a symlink)."""
+    if os.path.islink(path) and mode == "--ro-bind":
+        cmd += ["--symlink", os.readlink(path), path]
+    elif os.path.exists(path):
+        cmd += [mode, path, path]
+
+
+def bwrap_command(home: Path, build_dir: Path | None, gpu: str | None) -> list[str]:
+    """The bubblewrap command line that runs the untrusted worker (see the module doc)."""
+    cmd = ["bwrap"]
+    for path in (*SYSTEM_DIRS, *ETC_FILES):
+        _mount(path, cmd)
+    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda and not cuda.startswith("/usr/"):
+        _mount(cuda, cmd)
+    for folder in _python_paths():
+        _mount(str(folder), cmd)
+    _mount(str(PACKAGE_DIR), cmd)
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    if gpu:
+        nodes = [f"nvidia{int(i)}" for i in gpu.split(",")] + list(NVIDIA_SHARED_NODES)
+        for node in nodes:
+            _mount(f"/dev/{node}", cmd, "--dev-bind")
+    if build_dir is not None:
+        cmd += ["--bind", str(build_dir), str(build_dir)]
+    cmd += ["--bind", str(home), str(home), "--chdir", str(home), "--remount-ro", "/"]
+    cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--"]
+    return cmd
+
+
+def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
     env.update(
-        HOME=home,
+        HOME=str(home),
         PYTHONPATH=str(PROJECT_ROOT),
         PYTHONDONTWRITEBYTECODE="1",
         OMP_NUM_THREADS=str(threads),
         MKL_NUM_THREADS=str(threads),
-        TORCHINDUCTOR_CACHE_DIR=os.path.join(home, "inductor"),
+        TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"),
+        TRITON_CACHE_DIR=str(home / "triton"),
+        TMPDIR=str(home),
         # Keep freed tensors in glibc's heap instead of unmapping and re-mapping them on every
         # call: without this, CPU timings of the bundled tasks jumped between two levels (~10x).
         MALLOC_MMAP_THRESHOLD_=str(32 * 1024 * 1024),
@@ -123,144 +168,66 @@ def worker_env(home: str, threads: int, extra: dict[str, str]) -> dict[str, str]
     return env
 
 
-def _rss_gb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024**2
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        pass
-    return 0.0
+def _apply_limits(limits: Limits) -> None:
+    """Runs in the child before exec (inherited by bwrap's children)."""
+    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limits.address_space_limit:
+        space = int((limits.memory_limit_gb + 4) * 1024**3)  # + room for torch's own mappings
+        resource.setrlimit(resource.RLIMIT_AS, (space, space))
 
 
-def _tail(path: Path, chars: int = 300) -> str:
-    if not path.exists():
-        return ""
-    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    return lines[-1][-chars:] if lines else ""
+class UntrustedProcess:
+    """One sandboxed untrusted worker; `sock` is the trusted side's end of its socket."""
 
-
-class WorkerProcess:
-    """One sandboxed worker that evaluates requests one at a time until it fails.
-
-    A worker that reported a result stays alive for the next request (torch imported, CUDA
-    context made); one that died, timed out or outgrew its memory is killed with its whole
-    process group, and the next `submit` starts a fresh one. Call `close()` when done.
-    """
-
-    def __init__(self, limits: Limits, env: dict[str, str]):
-        self.limits = limits
-        self.env = env
-        self.home = ""
-        self.proc: subprocess.Popen | None = None
-        self.jobs = 0
-
-    def _start(self) -> None:
-        self.home = tempfile.mkdtemp(prefix="warpk-worker-")
-        self.stderr_path = Path(self.home, f"stderr-{self.jobs}.txt")
+    def __init__(self, mode: str, home: Path, limits: Limits, env: dict[str, str],
+                 build_dir: Path | None = None, gpu: str | None = None):
+        self.mode, self.home, self.limits = mode, home, limits
+        self.sock, child = socket.socketpair()
+        python = [sys.executable, "-m", "warpk.evaluator.untrusted"]
+        cmd = (bwrap_command(home, build_dir, gpu) if mode == "bwrap" else []) + python
+        full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
+        logs = os.environ.get("WARPK_WORKER_LOGS")
+        self.stderr_path = Path(logs, f"untrusted-{home.name}.txt") if logs else home / "stderr.txt"
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "warpk.evaluator.worker"],
-                cwd=self.home,
-                env=worker_env(self.home, self.limits.threads, self.env),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,  # own process group: killpg reaches its children
-                preexec_fn=lambda: _apply_limits(self.limits),
+                cmd, cwd=home, env=full_env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                pass_fds=(child.fileno(),), start_new_session=True,
+                preexec_fn=lambda: _apply_limits(limits),
             )
+        child.close()
 
-    def close(self) -> None:
-        """Kill the worker and everything it spawned; remove its files."""
-        if self.proc is not None:
+    def rss_gb(self) -> float:
+        """Resident memory of the worker and everything it spawned."""
+        total, stack, seen = 0, [self.proc.pid], set()
+        while stack:
+            pid = stack.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-            self.proc.stdin.close()
-            self.proc.stdout.close()
-            self.proc = None
-        if self.home:
-            shutil.rmtree(self.home, ignore_errors=True)
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    stack += [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+        return total / 1024**2
 
-    def submit(self, request: dict) -> WorkerOutcome:
-        """Evaluate one request; never raises for what the candidate does."""
-        if self.proc is None or self.proc.poll() is not None:
-            self.close()
-            self._start()
-        if self._pending_output():  # a previous candidate wrote to the answer pipe: not reusable
-            self.close()
-            self._start()
-        self.jobs += 1
-        job = Path(self.home, f"job-{self.jobs}")
-        job.mkdir()
-        nonce = secrets.token_hex(16)  # the worker reads it and deletes the file before the candidate runs
-        (job / "request.json").write_text(json.dumps({**request, "nonce": nonce}))
-        start = time.perf_counter()
-        self.proc.stdin.write(f"{job / 'request.json'}\n".encode())
-        self.proc.stdin.flush()
-        killed_for, answer = self._watch(job / "phase")
-        wall_s = time.perf_counter() - start
-        result = _parse_answer(answer, nonce) if answer and not killed_for else None
-        if answer and not killed_for and result is None:
-            killed_for = "the worker's answer was not its own (forged by the candidate); worker killed"
-        returncode, tail = None, ""
-        if killed_for or result is None:
-            returncode = self.proc.poll()
-            tail = _tail(self.stderr_path)
-            self.close()
-        elif result.get("status") not in KEEP_WORKER_AFTER:
-            self.close()  # an exception or CUDA fault may have left the process unusable
-        else:
-            shutil.rmtree(job, ignore_errors=True)
-        return WorkerOutcome(result, returncode, killed_for, tail, wall_s)
+    def stderr_tail(self, chars: int = 300) -> str:
+        try:
+            lines = [ln for ln in self.stderr_path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][-chars:] if lines else ""
 
-    def _pending_output(self) -> bool:
-        if self.proc is None or self.proc.poll() is not None:
-            return False
-        ready, _, _ = select.select([self.proc.stdout], [], [], 0)
-        return bool(ready)
-
-    def _watch(self, phase_file: Path) -> tuple[str | None, str]:
-        """Wait for the worker's answer: (why it had to be killed or None, the answer line)."""
-        phase, phase_start = "compile", time.monotonic()
-        while True:
-            ready, _, _ = select.select([self.proc.stdout], [], [], POLL_S)
-            if ready:
-                answer = self.proc.stdout.readline().decode()  # "" when the worker died
-                if not answer:
-                    self.proc.wait()
-                return None, answer
-            if self.proc.poll() is not None:
-                return None, ""
-            if phase == "compile" and phase_file.exists() and phase_file.read_text().startswith("run"):
-                phase, phase_start = "run", time.monotonic()
-            limit = self.limits.compile_timeout_s if phase == "compile" else self.limits.run_timeout_s
-            if time.monotonic() - phase_start > limit:
-                return f"timeout: the {phase} phase exceeded its limit of {limit:g} s; worker killed", ""
-            if _rss_gb(self.proc.pid) > self.limits.memory_limit_gb:
-                return (
-                    f"worker exceeded the host memory limit of {self.limits.memory_limit_gb:g} GB "
-                    "and was killed"
-                ), ""
-
-
-def _parse_answer(answer: str, nonce: str) -> dict | None:
-    """The worker's result if the answer line carries this request's nonce, else None."""
-    try:
-        message = json.loads(answer)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(message, dict) or message.pop("nonce", None) != nonce:
-        return None
-    return message
-
-
-def run_worker(request: dict, limits: Limits, env: dict[str, str] | None = None) -> WorkerOutcome:
-    """Evaluate `request` in a fresh sandboxed worker that is closed afterwards."""
-    worker = WorkerProcess(limits, env or {})
-    try:
-        return worker.submit(request)
-    finally:
-        worker.close()
+    def kill(self) -> None:
+        """SIGKILL the whole sandbox (its PID namespace dies with its first process)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.sock.close()

@@ -26,9 +26,11 @@ CATEGORIES = (
     ("build failure", re.compile(r"Error building extension|nvcc|ninja|compil", re.I)),
     ("CUDA fault", re.compile(r"CUDA fault|illegal memory access|device-side assert", re.I)),
     ("out of memory", re.compile(r"out of memory|OutOfMemory|MemoryError", re.I)),
-    ("worker killed", re.compile(r"killed by|exited with code", re.I)),
-    ("time limit", re.compile(r"timeout|timed out|time limit", re.I)),
+    ("worker killed", re.compile(r"killed by|exited with code|worker died|exit code", re.I)),
+    ("time limit", re.compile(r"timeout|timed out|time limit|exceeded its limit|backstop", re.I)),
     ("roofline", re.compile(r"roofline", re.I)),
+    ("clock contradicted", re.compile(r"trusted wall clock|skipped work", re.I)),
+    ("protocol violation", re.compile(r"broke the protocol", re.I)),
 )
 
 

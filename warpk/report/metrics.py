@@ -6,7 +6,7 @@ computed from, so a table cell can name the exact records behind it.
 Definitions (one run, one task, over its candidates; `ok` = status ok):
   correct_rate     n_ok / n_candidates
   compile_rate     candidates that loaded (records.COMPILED) / n_candidates
-  fast_1           ok and speedup > 1, / n_candidates (KernelBench fast_p at p=1)
+  fast_1           ok and faster beyond noise (records.faster), / n_candidates (fast_p at p=1)
   speedup          geometric mean of ok candidates' speedup (None: no ok candidate)
   energy_ratio     geometric mean of ref_energy_j / energy_j over ok candidates whose energy the
                    report's EnergyPolicy allows (None: none)
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from warpk.records import COMPILED, EvalRecord, geometric_mean, summarize
+from warpk.records import COMPILED, EvalRecord, faster, geometric_mean, summarize
 from warpk.report.energy import EnergyPolicy
 from warpk.report.runs import Run
 
@@ -101,7 +101,7 @@ def task_metrics(run: Run, policy: EnergyPolicy) -> list[TaskMetrics]:
                 n_ok=len(ok),
                 correct_rate=len(ok) / n,
                 compile_rate=sum(r.status in COMPILED for r in records) / n,
-                fast_1=sum(1 for r in ok if r.speedup and r.speedup > 1.0) / n,
+                fast_1=sum(1 for r in ok if faster(r)) / n,
                 speedup=geometric_mean([r.speedup for r in ok if r.speedup]),
                 energy_ratio=energy_ratio(ok, policy),
                 lines=tuple(lines),

@@ -1,0 +1,106 @@
+"""Every upstream KernelBench problem, with its own reference as the candidate: all must be `ok`.
+
+A reference renamed `ModelNew` is correct by construction and exactly as fast as the reference,
+so any other verdict is a false rejection by our evaluator, and a "faster" verdict is noise
+counted as a win (`fast_1` of these copies should be <= 5%).
+
+    git clone https://github.com/ScalingIntelligence/KernelBench /path/KB     # never commit it
+    python benchmarks/kernelbench_refcheck.py --root /path/KB/KernelBench --levels 1 2 3 \
+        --out outputs/refcheck
+
+Prints counts per level and status, fast_1 of the copies and the wall time per level, and
+writes every record to OUT/records-L<level>.jsonl and the table to OUT/summary.json.
+Hardware: `--hardware auto` (the GPU's profile, or cpu); energy is not measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from warpk.config import EvaluateConfig, HardwareConfig, TasksConfig  # noqa: E402
+from warpk.evaluator import EvalItem, Evaluator  # noqa: E402
+from warpk.hardware import detect_gpu_names, profile_for  # noqa: E402
+from warpk.records import faster  # noqa: E402
+from warpk.tasks import load_suite  # noqa: E402
+
+
+def as_candidate(reference_source: str) -> str:
+    """The reference itself as a candidate: `Model` renamed `ModelNew` everywhere."""
+    return re.sub(r"\bModel\b", "ModelNew", reference_source)
+
+
+def show(out, n: int, i: int, record) -> None:
+    """One line per record as it arrives (and its JSON to `out`)."""
+    out.write(record.to_json() + "\n")
+    out.flush()
+    tail = f" {record.error[:160]}" if record.status != "ok" else (
+        f" speedup {record.speedup:.3f} [{record.speedup_low:.3f}, {record.speedup_high:.3f}]"
+    )
+    print(f"  {i + 1}/{n} {record.task_id}: {record.status}{tail}", flush=True)
+
+
+def hardware(name: str) -> HardwareConfig:
+    if name == "auto":
+        name = profile_for(detect_gpu_names())
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / f"{name}.yaml").read_text())
+    return HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", required=True, help="upstream KernelBench/KernelBench (holds level1/..)")
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--hardware", default="auto")
+    parser.add_argument("--subset", nargs="*", default=[], help="problem names (file stems) only")
+    parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "process"])
+    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "refcheck")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    hw = hardware(args.hardware)
+    protocol = EvaluateConfig(energy="none", result_cache=False, sandbox=args.sandbox)
+    evaluator = Evaluator(protocol, hw, shape="auto")
+    print(f"hardware={hw.name} lanes={evaluator.lanes} sandbox={evaluator.sandbox}", flush=True)
+    table, grand = {}, time.perf_counter()
+    for level in args.levels:
+        tasks = load_suite(TasksConfig(source="kernelbench", root=args.root, level=level, subset=args.subset))
+        items = [EvalItem(t, as_candidate(t.path.read_text()), "reference_as_candidate") for t in tasks]
+        start = time.perf_counter()
+        out = (args.out / f"records-L{level}.jsonl").open("w")
+
+        records = evaluator.evaluate_many(items, on_record=functools.partial(show, out, len(items)))
+        out.close()
+        wall_s = time.perf_counter() - start
+        counts = Counter(r.status for r in records)
+        ok = [r for r in records if r.status == "ok"]
+        table[level] = {
+            "problems": len(records),
+            "statuses": dict(counts),
+            "fast_1": sum(1 for r in ok if faster(r)) / max(len(records), 1),
+            "fast_1_point_estimate": sum(1 for r in ok if r.speedup > 1) / max(len(records), 1),
+            "wall_s": wall_s,
+        }
+        print(f"L{level}: {dict(counts)}  fast_1 {table[level]['fast_1']:.1%} (point estimate > 1: "
+              f"{table[level]['fast_1_point_estimate']:.1%})  wall {wall_s:.0f} s", flush=True)
+    total_s = time.perf_counter() - grand
+    (args.out / "summary.json").write_text(json.dumps({"levels": table, "wall_s": total_s,
+                                                       "hardware": hw.name}, indent=2) + "\n")
+    total = sum(t["problems"] for t in table.values())
+    total_ok = sum(t["statuses"].get("ok", 0) for t in table.values())
+    print(f"all: {total_ok}/{total} ok in {total_s:.0f} s")
+    return 0 if total_ok == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Dispatch: compile CUDA candidates on CPU cores while every lane measures, one at a time.
+
+CUDA candidates are built first by a pool of sandboxed compile workers (GPU hidden) into the
+build cache, one folder per source hash; a definite build failure is the candidate's record
+without ever occupying a GPU. Each lane (warpk.evaluator.lane) takes the next item whose build
+is done, in order, and measures it. A worker that crashes costs that one record.
+
+Non-goals: no verdict logic (warpk.evaluator.trusted), no caching (warpk.evaluator.cache).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.assemble import record_from
+from warpk.evaluator.energy import IDLE_WINDOW_S
+from warpk.evaluator.lane import Lane, compile_candidate
+from warpk.evaluator.sandbox import Limits
+from warpk.records import EvalRecord
+
+
+class Dispatcher:
+    def __init__(self, evaluator):
+        self.ev = evaluator
+        p, hw = evaluator.protocol, evaluator.hardware
+        self.settings = wire.Settings(
+            correctness_trials=p.correctness_trials,
+            timing_batches=p.timing_batches,
+            batch_target_ms=p.batch_target_ms,
+            batch_memory_bytes=int(p.batch_memory_gb * 1024**3),
+            tolerance_fp32=p.tolerance_fp32,
+            tolerance_low_precision=p.tolerance_low_precision,
+            num_threads=p.num_threads,
+            compile_timeout_s=p.compile_timeout_s,
+            run_timeout_s=p.run_timeout_s,
+            run_timeout_factor=p.run_timeout_factor,
+        )
+        self.limits = Limits(p.memory_limit(), p.num_threads, address_space_limit=hw.device == "cpu")
+        self.energy_spec = None
+        if evaluator.energy == "nvml":
+            self.energy_spec = wire.EnergySpec(hw.min_energy_window_s or 0.0, p.energy_repeats, IDLE_WINDOW_S)
+        self.env = {"MAX_JOBS": "4"}
+        if hw.cuda_arch:
+            self.env["TORCH_CUDA_ARCH_LIST"] = hw.cuda_arch
+
+    def build_dir(self, p) -> Path | None:
+        if p.backend != "cuda":
+            return None
+        return self.ev.cache_dir / "torch_extensions" / p.sha[:24]
+
+    def request(self, p) -> wire.MeasureRequest:
+        shapes = {"gpu": {}, **p.item.task.shapes}
+        if self.ev.shape not in shapes:
+            shapes[self.ev.shape] = {}
+        return wire.MeasureRequest(
+            task_source=p.task_source,
+            shape=self.ev.shape,
+            shapes=shapes,
+            device=self.ev.hardware.device,
+            candidate_source=p.item.candidate_source,
+            settings=self.settings,
+            first_call_timeout_s=self.settings.compile_timeout_s if p.backend == "triton" else 0.0,
+            energy=self.energy_spec,
+        )
+
+    def compile(self, p) -> EvalRecord | None:
+        """A record only for a definite build failure; None = built, or let the lane decide."""
+        reply, _ = compile_candidate(p.item.candidate_source, self.build_dir(p), self.limits, self.env,
+                                     self.ev.sandbox, self.settings.compile_timeout_s, "cuda")
+        if reply is not None and reply.status == "compile_error" and "Error building extension" in (
+            reply.error or ""
+        ):
+            return EvalRecord(status="compile_error", error=reply.error, compile_s=reply.seconds,
+                              sandbox=self.ev.sandbox, **p.base)
+        return None
+
+    def backstop_s(self) -> float:
+        s = self.settings
+        return s.compile_timeout_s * 2 + s.run_timeout_s * (s.correctness_trials + s.timing_batches + 10) * 4
+
+    def measure(self, lane: Lane, p) -> EvalRecord:
+        outcome = lane.measure(self.request(p), self.build_dir(p), self.backstop_s())
+        base = {**p.base, "wall_s": outcome.wall_s, "sandbox": outcome.sandbox}
+        ev = self.ev
+        return record_from(outcome.measurement, base, ev.hardware, ev.energy, self.settings.num_threads)
+
+    def run(self, pending: list, done: Callable) -> None:
+        queue: deque = deque(pending)
+        lock = threading.Lock()
+        cuda_builds = self.ev.hardware.device == "cuda"
+        with (
+            ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool,
+            ThreadPoolExecutor(len(self.ev.lanes), thread_name_prefix="lane") as lane_pool,
+        ):
+            builds: dict[int, Future] = {
+                p.index: compile_pool.submit(self.compile, p)
+                for p in pending
+                if cuda_builds and p.backend == "cuda"
+            }
+
+            def lane_loop(gpu: str) -> None:
+                lane = Lane(gpu or None, self.ev.sandbox, self.limits, self.env)
+                try:
+                    while True:
+                        with lock:
+                            if not queue:
+                                return
+                            p = queue.popleft()
+                        record = builds[p.index].result() if p.index in builds else None
+                        record = record or self.measure(lane, p)
+                        with lock:
+                            done(p, record)
+                finally:
+                    lane.close()
+
+            for future in [lane_pool.submit(lane_loop, gpu) for gpu in self.ev.lanes]:
+                future.result()

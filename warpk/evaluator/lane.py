@@ -1,0 +1,210 @@
+"""One measuring lane (a GPU, or the CPU), seen from the parent process.
+
+A lane owns a trusted worker (warpk.evaluator.trusted, reused across candidates; it never
+imports candidate code) and starts one sandboxed untrusted worker per candidate
+(warpk.evaluator.sandbox), the next one ahead while the current candidate is measured (it
+imports torch meanwhile and has seen no candidate yet). The parent hands the untrusted
+worker's socket to the trusted worker with the MeasureRequest and waits, watching the untrusted
+worker's memory and a backstop deadline; whatever happens, the untrusted worker is killed
+afterwards and its folder removed.
+
+`compile_candidate` builds a CUDA candidate in a sandboxed worker with no GPU (the compile pool
+runs these on CPU cores while the lanes measure).
+
+Non-goals: no measurement logic (the trusted worker), no records (warpk.evaluator.assemble).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.sandbox import PROJECT_ROOT, Limits, UntrustedProcess, worker_env
+
+POLL_S = 0.05
+BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the parent steps in
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A measurement (or the parent's verdict when the trusted side could not give one)."""
+
+    measurement: wire.Measurement
+    wall_s: float
+    sandbox: str
+
+
+def _memory_verdict(limit_gb: float) -> wire.Measurement:
+    return wire.Measurement(
+        "crashed", f"the candidate's worker exceeded the host memory limit of {limit_gb:g} GB and was killed"
+    )
+
+
+def _death(worker: UntrustedProcess) -> str:
+    """How the untrusted worker ended, for a crash's reason: its exit code or signal, last log line."""
+    code = worker.proc.returncode
+    if code is None:
+        return ""
+    # bwrap reports a child killed by signal N as exit code 128 + N
+    signum = -code if code < 0 else code - 128 if worker.mode == "bwrap" and code > 128 else None
+    how = f"killed by {signal.Signals(signum).name}" if signum and signum in signal.valid_signals() \
+        else f"exit code {code}"
+    tail = worker.stderr_tail()
+    return f" ({how}{': ' + tail if tail else ''})"
+
+
+class TrustedProcess:
+    """The lane's trusted worker, started on first use and restarted if it dies."""
+
+    def __init__(self, env: dict[str, str], threads: int):
+        self.env, self.threads = env, threads
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.home: Path | None = None
+
+    def start(self) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="warpk-trusted-"))
+        self.sock, child = socket.socketpair()
+        env = worker_env(self.home, self.threads, {**self.env, "WARPK_PARENT_FD": str(child.fileno())})
+        logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
+        if logs:
+            env["WARPK_DEBUG_TIMING"] = "1"
+        log_path = Path(logs, f"trusted-{os.getpid()}-{id(self)}.txt") if logs else self.home / "stderr.txt"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
+        with open(log_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "warpk.evaluator.trusted"], cwd=self.home, env=env,
+                stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(child.fileno(),),
+                start_new_session=True,
+            )
+        child.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.sock.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = None
+
+
+class Lane:
+    def __init__(self, gpu: str | None, sandbox: str, limits: Limits, env: dict[str, str]):
+        self.gpu, self.sandbox, self.limits = gpu, sandbox, limits
+        self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
+        self.trusted = TrustedProcess(self.env, limits.threads)
+        self.spare: UntrustedProcess | None = None  # started ahead, importing torch meanwhile
+
+    def close(self) -> None:
+        self.trusted.close()
+        if self.spare is not None:
+            self.spare.kill()
+            shutil.rmtree(self.spare.home, ignore_errors=True)
+            self.spare = None
+
+    def _worker(self, build_dir: Path | None) -> UntrustedProcess:
+        """A fresh untrusted worker for one candidate: the spare started during the previous
+        measurement when it fits (no build dir to mount), else a new one. Then a new spare."""
+        worker = None
+        if build_dir is None and self.spare is not None and self.spare.proc.poll() is None:
+            worker, self.spare = self.spare, None
+        if worker is None:
+            if build_dir is not None:
+                build_dir.mkdir(parents=True, exist_ok=True)
+            home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-"))
+            worker = UntrustedProcess(self.sandbox, home, self.limits, self._untrusted_env(build_dir),
+                                      build_dir, self.gpu)
+        if build_dir is None and self.spare is None:
+            home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-"))
+            self.spare = UntrustedProcess(self.sandbox, home, self.limits, self._untrusted_env(None),
+                                          None, self.gpu)
+        return worker
+
+    def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
+        start = time.perf_counter()
+        if not self.trusted.alive():
+            self.trusted.close()
+            self.trusted.start()
+        worker = self._worker(build_dir)
+        try:
+            wire.send(self.trusted.sock, request, worker.sock.fileno())
+            worker.sock.close()  # the trusted worker holds its own copy now
+            measurement = self._wait(worker, backstop_s)
+            if measurement.status == "crashed":
+                try:
+                    worker.proc.wait(timeout=2)  # it is dying: say how
+                    why = f"{measurement.error}{_death(worker)}"
+                    measurement = dataclasses.replace(measurement, error=why)
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            worker.kill()
+            shutil.rmtree(worker.home, ignore_errors=True)
+        return Outcome(measurement, time.perf_counter() - start, self.sandbox)
+
+    def _untrusted_env(self, build_dir: Path | None) -> dict[str, str]:
+        env = dict(self.env)
+        if build_dir is not None:
+            env["TORCH_EXTENSIONS_DIR"] = str(build_dir)
+        return env
+
+    def _wait(self, worker: UntrustedProcess, backstop_s: float) -> wire.Measurement:
+        """The trusted worker's answer; the parent's own verdict on memory or a stuck lane."""
+        deadline = time.monotonic() + backstop_s + BACKSTOP_GRACE_S
+        killed_for = None
+        while True:
+            ready, _, _ = select.select([self.trusted.sock], [], [], POLL_S)
+            if ready:
+                try:
+                    answer, _ = wire.recv(self.trusted.sock, wire.TRUSTED_REPLIES, timeout_s=60)
+                except wire.ProtocolError as err:
+                    self.trusted.close()
+                    return wire.Measurement("crashed", f"evaluation failed: the trusted worker died ({err})")
+                return killed_for or answer
+            if killed_for is None and worker.proc.poll() is None:
+                if worker.rss_gb() > self.limits.memory_limit_gb:
+                    killed_for = _memory_verdict(self.limits.memory_limit_gb)
+                    worker.kill()
+            if time.monotonic() > deadline:
+                worker.kill()
+                self.trusted.close()  # stuck itself: a fresh one next time
+                why = f"the evaluation exceeded its backstop of {backstop_s:.0f} s"
+                return wire.Measurement("timeout", why)
+
+
+def compile_candidate(source: str, build_dir: Path, limits: Limits, env: dict[str, str], sandbox: str,
+                      timeout_s: float, device: str) -> tuple[wire.Reply | None, str]:
+    """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, stderr tail)."""
+    home = Path(tempfile.mkdtemp(prefix="warpk-compile-"))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    worker = UntrustedProcess(sandbox, home, limits,
+                              {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)},
+                              build_dir, None)
+    try:
+        wire.send(worker.sock, wire.Load(source, device, limits.threads, compile_only=True))
+        reply, _ = wire.recv(worker.sock, (wire.Reply,), timeout_s=timeout_s)
+        return reply, ""
+    except wire.ProtocolError:
+        return None, worker.stderr_tail()
+    finally:
+        worker.kill()
+        shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,362 @@
+"""Typed messages between the parent, the trusted worker and the untrusted worker, and their wire.
+
+Every message is a frozen dataclass sent as one frame on a Unix stream socket: a 4-byte length,
+then UTF-8 JSON `{"type": <class name>, **fields}`, with at most one file descriptor attached (a
+sealed memfd holding tensor bytes, warpk.evaluator.transport). JSON only: nothing that arrives
+from the untrusted worker is ever unpickled, and `decode` accepts only the message types the
+receiver expects, with the field types they declare (a forged or malformed frame raises
+`ProtocolError`, which the trusted side turns into the candidate's verdict).
+
+Non-goals: no torch, no I/O policy (timeouts belong to the caller: `recv(timeout_s=...)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import struct
+import time
+import types
+import typing
+from dataclasses import dataclass, field
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+_LENGTH = struct.Struct("!I")
+
+
+class ProtocolError(Exception):
+    """A frame that is not a valid message of an expected type (or the peer went away)."""
+
+
+class PeerClosed(ProtocolError):
+    """The other side closed the socket (it exited, crashed or was killed)."""
+
+
+class PeerTimeout(ProtocolError):
+    """No complete frame arrived within the time allowed."""
+
+
+# --- values ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorSpec:
+    """A contiguous tensor at `offset` in the frame's memfd."""
+
+    offset: int
+    dtype: str  # torch dtype name without "torch.", e.g. "float32"
+    shape: list[int]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One positional argument: a tensor in the memfd, or a JSON value (int, float, list...)."""
+
+    tensor: TensorSpec | None = None
+    value: typing.Any = None
+
+
+# --- trusted -> untrusted ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Load:
+    """Import the candidate (CUDA extensions build here)."""
+
+    candidate_source: str
+    device: str  # "cpu" | "cuda"
+    num_threads: int
+    compile_only: bool = False
+
+
+@dataclass(frozen=True)
+class Build:
+    """Construct ModelNew(*init_args) under torch.manual_seed(seed) (the reference's seed)."""
+
+    seed: int
+    init_args: list[Arg]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Copy these calls' inputs (memfd attached) onto the device; nothing of the candidate runs."""
+
+    calls: list[list[Arg]]
+    output_bytes: int = 0  # what the reference's outputs of these calls take: allocated ahead
+
+
+@dataclass(frozen=True)
+class Go:
+    """Run every staged call, synchronise, send the outputs (and the inputs, if asked)."""
+
+    return_inputs: bool = False
+    poison: bool = False
+    repeat: int = 0  # > 0: run this many calls cycling through the staged inputs (an energy
+    #                  loop) and send only the last call's output
+    release: bool = False  # after sending, give freed device memory back (huge tasks)
+
+
+@dataclass(frozen=True)
+class Quit:
+    pass
+
+
+# --- untrusted -> trusted ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reply:
+    """Answer to Load / Build / Stage: ok, or a failure status and its one-line reason."""
+
+    status: str  # ok | compile_error | runtime_error | crashed | static_reject
+    error: str | None = None
+    seconds: float | None = None  # how long the step took inside the worker
+
+
+@dataclass(frozen=True)
+class Ran:
+    """Answer to Go. Outputs (and inputs if asked) are in the attached memfd."""
+
+    status: str
+    error: str | None = None
+    outputs: list[list[TensorSpec]] = field(default_factory=list)
+    inputs_after: list[list[TensorSpec]] = field(default_factory=list)
+    compute_ms: float | None = None  # self-reported time of all calls; checked against the wall
+
+
+UNTRUSTED_REPLIES = (Reply, Ran)
+
+
+# --- parent <-> trusted ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    """The measurement protocol (from EvaluateConfig), as the trusted worker needs it."""
+
+    correctness_trials: int
+    timing_batches: int
+    batch_target_ms: float
+    batch_memory_bytes: int
+    tolerance_fp32: float
+    tolerance_low_precision: float
+    num_threads: int
+    compile_timeout_s: float
+    run_timeout_s: float  # floor of every run step's limit
+    run_timeout_factor: float  # x the reference's time for the same calls
+
+
+@dataclass(frozen=True)
+class EnergySpec:
+    """evaluate.energy=nvml: how the trusted worker measures both on the GPU's NVML counter."""
+
+    min_window_s: float
+    repeats: int
+    idle_window_s: float
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    """Measure one candidate; the untrusted worker's socket comes attached."""
+
+    task_source: str
+    shape: str
+    shapes: dict[str, typing.Any]  # shape name -> module-constant overrides
+    device: str
+    candidate_source: str
+    settings: Settings
+    first_call_timeout_s: float  # the first forward may JIT-compile (Triton): compile budget then
+    energy: EnergySpec | None = None  # None: no measured energy
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What the trusted worker found. `None` = not measured."""
+
+    status: str
+    error: str | None = None
+    phase: str | None = None  # where a failure happened: load | build | correctness | timing
+    device: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    runtime_ms: float | None = None  # median over batches of the candidate's time per call
+    runtime_iqr_ms: float | None = None
+    ref_runtime_ms: float | None = None
+    ref_runtime_iqr_ms: float | None = None
+    speedup: float | None = None  # median of the per-batch ratios (interleaved pairs)
+    speedup_low: float | None = None  # its distribution-free 95% interval
+    speedup_high: float | None = None
+    calls_per_batch: int | None = None
+    batches: int | None = None
+    wall_ms: float | None = None  # the candidate's median go->done per batch, trusted clock
+    clock_confirmed: float | None = None  # share of its reported time the trusted clock confirms
+    flops: float | None = None
+    min_bytes: float | None = None
+    io_bytes: float | None = None  # inputs + outputs of one call
+    compile_s: float | None = None
+    correctness_s: float | None = None
+    timing_s: float | None = None
+    energy_j: float | None = None  # NVML, measured by the trusted worker (energy per call)
+    energy_uncertainty_j: float | None = None
+    avg_power_w: float | None = None
+    window_s: float | None = None
+    ref_energy_j: float | None = None
+    ref_energy_uncertainty_j: float | None = None
+    ref_avg_power_w: float | None = None
+    ref_window_s: float | None = None
+    idle_power_w: float | None = None
+    energy_error: str | None = None  # why a requested measurement gave no energy
+    energy_s: float | None = None
+
+
+TRUSTED_REPLIES = (Measurement,)
+TYPES = {t.__name__: t for t in (Load, Build, Stage, Go, Quit, Reply, Ran, MeasureRequest, Measurement)}
+
+
+# --- encoding ----------------------------------------------------------------------------------
+def to_wire(message) -> dict:
+    return {"type": type(message).__name__, **dataclasses.asdict(message)}
+
+
+def _check(value, hint, where: str):
+    """`value` converted to `hint` (dataclasses built from dicts), or ProtocolError."""
+    origin = typing.get_origin(hint)
+    if hint is typing.Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for option in typing.get_args(hint):
+            try:
+                return _check(value, option, where)
+            except ProtocolError as err:
+                errors.append(str(err))
+        raise ProtocolError(f"{where}: {'; '.join(errors)}")
+    if hint is type(None):
+        if value is not None:
+            raise ProtocolError(f"{where}: expected null")
+        return None
+    if origin is list:
+        if not isinstance(value, list):
+            raise ProtocolError(f"{where}: expected a list")
+        (inner,) = typing.get_args(hint)
+        return [_check(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        key_hint, value_hint = typing.get_args(hint)
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{where}: expected an object")
+        return {_check(k, key_hint, f"{where} key"): _check(v, value_hint, f"{where}[{k!r}]")
+                for k, v in value.items()}
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float) and isinstance(value, bool):
+        raise ProtocolError(f"{where}: expected {hint.__name__}, got a bool")
+    if not isinstance(value, hint):
+        raise ProtocolError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _build(cls, raw, where: str):
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{where}: expected an object for {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(raw) - names
+    if unknown:
+        raise ProtocolError(f"{where}: unknown fields {sorted(unknown)} for {cls.__name__}")
+    kwargs = {k: _check(v, hints[k], f"{where}.{k}") for k, v in raw.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as err:
+        raise ProtocolError(f"{where}: {err}") from err
+
+
+def decode(raw: dict, expected: tuple[type, ...]):
+    """The message in `raw` if it is one of `expected`, else ProtocolError."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        raise ProtocolError("a frame without a message type")
+    cls = TYPES.get(raw["type"])
+    if cls not in expected:
+        raise ProtocolError(f"unexpected message {raw['type'][:40]!r}")
+    return _build(cls, {k: v for k, v in raw.items() if k != "type"}, cls.__name__)
+
+
+# --- framing ----------------------------------------------------------------------------------
+def send(sock: socket.socket, message, fd: int | None = None) -> None:
+    """One frame; `message` is a dataclass or an already-encoded dict."""
+    raw = message if isinstance(message, dict) else to_wire(message)
+    payload = json.dumps(raw, allow_nan=True).encode()
+    data = _LENGTH.pack(len(payload)) + payload
+    if fd is None:
+        sock.sendall(data)
+        return
+    sent = socket.send_fds(sock, [data], [fd])
+    if sent < len(data):
+        sock.sendall(data[sent:])
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        _set_timeout(sock, deadline)
+        try:
+            chunk = sock.recv(min(n - got, 1 << 20))
+        except TimeoutError as err:
+            raise PeerTimeout("no answer in time") from err
+        if not chunk:
+            raise PeerClosed("the peer closed the connection")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _set_timeout(sock: socket.socket, deadline: float | None) -> None:
+    if deadline is None:
+        sock.settimeout(None)
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PeerTimeout("no answer in time")
+    sock.settimeout(left)
+
+
+def recv_raw(sock: socket.socket, timeout_s: float | None = None) -> tuple[dict, int | None]:
+    """(the frame's JSON object, the attached fd or None). Extra fds are closed by the kernel."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    _set_timeout(sock, deadline)
+    try:
+        head, fds, _flags, _addr = socket.recv_fds(sock, _LENGTH.size, 1)
+    except TimeoutError as err:
+        raise PeerTimeout("no answer in time") from err
+    fd = fds[0] if fds else None
+    if not head:
+        raise PeerClosed("the peer closed the connection")
+    try:
+        head += _recv_exact(sock, _LENGTH.size - len(head), deadline)
+        (length,) = _LENGTH.unpack(head)
+        if length > MAX_FRAME_BYTES:
+            raise ProtocolError(f"a frame of {length} bytes (limit {MAX_FRAME_BYTES})")
+        payload = _recv_exact(sock, length, deadline)
+        try:
+            raw = json.loads(payload)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:  # a nesting bomb too
+            raise ProtocolError(f"a frame that is not JSON ({err})") from err
+    except BaseException:
+        if fd is not None:
+            _close(fd)
+        raise
+    return raw, fd
+
+
+def recv(sock: socket.socket, expected: tuple[type, ...], timeout_s: float | None = None):
+    """(message of one of the `expected` types, attached fd or None)."""
+    raw, fd = recv_raw(sock, timeout_s)
+    try:
+        return decode(raw, expected), fd
+    except ProtocolError:
+        if fd is not None:
+            _close(fd)
+        raise
+
+
+def _close(fd: int) -> None:
+    import os
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass

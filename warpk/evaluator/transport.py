@@ -1,0 +1,195 @@
+"""Tensors across the trust boundary: raw bytes in sealed memfds, described by TensorSpecs.
+
+The sender packs contiguous tensor bytes into a fresh memfd (64-byte aligned), then seals it
+against writing, growing and shrinking (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK) before the
+fd travels with its message. So the bytes a receiver verifies are the bytes that existed when
+the message was sent: a candidate cannot change its outputs after handing them over, nor truncate
+the file under the trusted reader (which would fault it with SIGBUS). `unpack` refuses an fd that
+is not a sealed regular file of the right size, a dtype outside DTYPES, a negative or oversized
+shape, or a misaligned offset: all `ProtocolError`, i.e. the candidate's fault.
+
+On a GPU the bytes go through host memory (device -> memfd -> device): simple and valid across
+PID namespaces; CUDA IPC would save the copies (not done, see the sandbox's threat model).
+
+Non-goals: no messages (warpk.evaluator.protocol), no verification (warpk.evaluator.checks).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import mmap
+import os
+import stat
+
+from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
+
+ALIGN = 64
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
+DTYPES = (
+    "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
+)
+JSON_SCALARS = (int, float, bool, str, type(None))
+
+
+def _dtype(torch, name: str):
+    if name not in DTYPES:
+        raise ProtocolError(f"dtype {name[:20]!r} is not one of {', '.join(DTYPES)}")
+    return getattr(torch, name)
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def layout(tensors: list) -> tuple[list[TensorSpec], int]:
+    """Specs of `tensors` packed back to back (64-byte aligned), and the bytes they need."""
+    specs, offset = [], 0
+    for t in tensors:
+        specs.append(TensorSpec(offset=offset, dtype=dtype_name(t.dtype), shape=list(t.shape)))
+        offset = _aligned(offset + t.numel() * t.element_size())
+    return specs, offset
+
+
+class Outbox:
+    """A memfd allocated ahead (so no page allocation happens while a batch is timed), filled
+    and sealed once; its fd then belongs to whoever sends it."""
+
+    def __init__(self, nbytes: int = 0):
+        self.fd = os.memfd_create("warpk", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.size = 0
+        if nbytes > 0:
+            os.posix_fallocate(self.fd, 0, nbytes)
+            self.size = nbytes
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def seal_with(self, torch, tensors: list) -> tuple[int | None, list[TensorSpec]]:
+        """(the sealed fd, or None when there are no bytes, one spec per tensor)."""
+        specs, needed = layout(tensors)
+        if not tensors:
+            self.close()
+            return None, specs
+        try:
+            if needed > self.size:
+                os.ftruncate(self.fd, needed)
+            for t, spec in zip(tensors, specs, strict=True):
+                if t.numel():
+                    data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+                    _write_all(self.fd, data, spec.offset)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, SEALS)
+        except BaseException:
+            self.close()
+            raise
+        fd, self.fd = self.fd, None
+        return fd, specs
+
+
+def pack(torch, tensors: list) -> tuple[int | None, list[TensorSpec]]:
+    """(sealed memfd or None when there are no bytes, one spec per tensor)."""
+    return Outbox().seal_with(torch, tensors)
+
+
+def _write_all(fd: int, data, offset: int) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def open_sealed(fd: int | None, needed: int):
+    """A private read mapping of a sealed memfd of at least `needed` bytes, or None for 0 bytes."""
+    if needed == 0:
+        return None
+    if fd is None:
+        raise ProtocolError("tensor bytes were announced but no memfd came with the message")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise ProtocolError("the attached fd is not a regular file")
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError as err:
+        raise ProtocolError(f"the attached fd is not a sealable memfd ({err})") from err
+    if seals & SEALS != SEALS:
+        raise ProtocolError("the attached memfd is not sealed against writes and resizing")
+    if info.st_size < needed:
+        raise ProtocolError(f"the memfd holds {info.st_size} bytes, the specs need {needed}")
+    # Private + writable is copy-on-write: torch gets a writable buffer, the file stays as sealed.
+    return mmap.mmap(fd, info.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def _nbytes(torch, spec: TensorSpec, limit: int) -> int:
+    if any(d < 0 for d in spec.shape) or len(spec.shape) > 16:
+        raise ProtocolError(f"shape {spec.shape[:17]} is not a tensor shape")
+    n = math.prod(spec.shape) * _dtype(torch, spec.dtype).itemsize
+    if spec.offset < 0 or spec.offset % ALIGN or spec.offset + n > limit:
+        raise ProtocolError(f"a tensor at offset {spec.offset} of {n} bytes lies outside the memfd")
+    return n
+
+
+def unpack(torch, fd: int | None, specs: list[TensorSpec], device, limit_bytes: int) -> list:
+    """Tensors on `device` copied out of the memfd described by `specs` (fd is closed)."""
+    try:
+        needed = max((s.offset + _nbytes(torch, s, limit_bytes) for s in specs), default=0)
+        mm = open_sealed(fd, needed)
+        if mm is None:
+            return [torch.empty(s.shape, dtype=_dtype(torch, s.dtype), device=device) for s in specs]
+        try:
+            return _copy_out(torch, mm, specs, device, limit_bytes)
+        finally:
+            mm.close()
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _copy_out(torch, mm, specs: list[TensorSpec], device, limit_bytes: int) -> list:
+    """Copies of the tensors in `mm` (no view of the mapping survives this call)."""
+    buffer = torch.frombuffer(mm, dtype=torch.uint8)
+    out = []
+    for spec in specs:
+        n = _nbytes(torch, spec, limit_bytes)
+        view = buffer[spec.offset : spec.offset + n].view(_dtype(torch, spec.dtype)).reshape(spec.shape)
+        out.append(view.to(device, copy=True))
+    return out
+
+
+# --- positional arguments ---------------------------------------------------------------------
+def _json_value(value, where: str):
+    if isinstance(value, JSON_SCALARS):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, JSON_SCALARS) for v in value):
+        return list(value)
+    raise ValueError(f"{where} is a {type(value).__name__}, which cannot cross the sandbox boundary")
+
+
+def encode_calls(torch, calls: list[list]) -> tuple[int | None, list[list[Arg]]]:
+    """Each call's arguments as Args over one memfd holding every tensor of every call."""
+    tensors = [a for call in calls for a in call if isinstance(a, torch.Tensor)]
+    fd, specs = pack(torch, tensors)
+    specs_iter = iter(specs)
+    encoded = [
+        [
+            Arg(tensor=next(specs_iter))
+            if isinstance(a, torch.Tensor)
+            else Arg(value=_json_value(a, f"argument {i}"))
+            for i, a in enumerate(call)
+        ]
+        for call in calls
+    ]
+    return fd, encoded
+
+
+def decode_calls(torch, fd: int | None, calls: list[list[Arg]], device) -> list[list]:
+    """The calls' arguments with their tensors on `device` (used by the untrusted worker)."""
+    specs = [a.tensor for call in calls for a in call if a.tensor is not None]
+    size = os.fstat(fd).st_size if fd is not None else 0
+    tensors = iter(unpack(torch, fd, specs, device, size))
+    return [[next(tensors) if a.tensor is not None else a.value for a in call] for call in calls]

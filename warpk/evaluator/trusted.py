@@ -1,0 +1,506 @@
+"""The trusted worker: everything that decides a verdict, in a process that never imports
+candidate code.
+
+One per lane, reused across candidates (it runs only the task's reference). For each
+MeasureRequest from the parent (with the socket of a fresh, sandboxed untrusted worker attached)
+it drives the untrusted worker (warpk.evaluator.untrusted) through:
+
+  1. load      the candidate is imported over there                          -> compile_error
+  2. build     Model here and ModelNew there, from one seed drawn per item    -> runtime_error
+  3. correctness: `correctness_trials` trials, each on inputs drawn here from a seed made by
+     `secrets` for that call (unknowable over there before the call); the outputs come back as
+     bytes in a sealed memfd and are compared here with the reference's; the first trial runs
+     twice on the same inputs (determinism) and every trial's inputs come back to be checked
+     unmodified (an honest-bug check: the candidate reports them)              -> incorrect
+  4. FLOPs and minimum bytes of one reference call (torch's flop counter) for the roofline
+  5. timing: one warmup batch, then `timing_batches` batches of K calls, K sized so a batch of
+     the reference lasts >= batch_target_ms (and fits batch_memory_bytes), each call on its own
+     fresh inputs, reference and candidate in a random order per batch. The reference's time is
+     measured here. The candidate's own CUDA-event (perf_counter on CPU) time is used for
+     resolution only when it is consistent with this process's wall clock from sending `Go` to
+     receiving its outputs: reported >= wall - (the reference's delivery overhead) - slack, else
+     `implausible`. Every timed call's output is verified.                   -> incorrect
+  6. energy (evaluate.energy=nvml, GPU only): both on the GPU's NVML counter, read here while
+     the candidate's calls run over there (warpk.evaluator.energy); a meter failure is the
+     record's energy_error, never a modelled stand-in
+  7. on a GPU, one correctness trial at each other declared shape (shape-specialised code)
+A batch whose reported time the wall clock contradicts is not used (a stalled batch, or a lie)
+and another is run in its place; more than `timing_batches` of them -> `implausible`. Speedup =
+median of the per-batch reference/candidate ratios with a distribution-free 95% interval;
+"faster" means its lower end is above 1.
+
+Every wait on the untrusted worker has a limit: compile_timeout_s for loading, otherwise
+run_timeout_s + run_timeout_factor x the reference's time for the same work -> timeout.
+
+Non-goals: no sandboxing (warpk.evaluator.sandbox), no records (warpk.evaluator.assemble).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import socket
+import statistics
+import sys
+import time
+import traceback
+import types
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.checks import Verdict, check_correct, flatten, same_inputs
+from warpk.evaluator.devices import Device
+from warpk.evaluator.transport import Outbox, encode_calls, layout, unpack
+
+MAX_CALLS_PER_BATCH = 4096
+# A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
+# correctness, and its timed batches run the reference first and free its inputs before the
+# candidate runs, so peak device memory stays about KernelBench's (inputs + 2 x outputs).
+BIG_IO_BYTES = 1 << 30
+ENERGY_INPUT_SETS = 3  # fresh input sets an energy loop cycles through
+# The candidate's reported time must be >= its go->outputs wall time, less the delivery the
+# reference needed for the same bytes (x OVERHEAD_FACTOR), less WALL_SLACK_MS (IPC, JSON) and
+# WALL_SLACK_FRACTION of the wall: what its own clock may be short by (the residual risk).
+WALL_SLACK_MS = 3.0
+WALL_SLACK_FRACTION = 0.05
+OVERHEAD_FACTOR = 1.5
+def one_line(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text[:400]
+
+
+def candidate_text(text: str | None) -> str:
+    """A reason written by the candidate's process, bounded, and never passing for ours."""
+    text = " ".join((text or "no reason given").split())[:600]
+    return f"(from the candidate) {text}" if text.startswith(HARNESS_PREFIXES) else text
+
+
+def _load_task(source: str) -> types.ModuleType:
+    module = types.ModuleType("warpk_task")
+    module.__file__ = "task.py"
+    exec(compile(source, "task.py", "exec"), module.__dict__)  # noqa: S102 - the task is trusted
+    return module
+
+
+class Session:
+    """One candidate's measurement: the reference here, the candidate behind `sock`."""
+
+    def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket):
+        self.torch, self.dev, self.request, self.sock = torch, dev, request, sock
+        self.s = request.settings
+        self.task = _load_task(request.task_source)
+        self.constants = {
+            k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
+        }
+        self.result: dict = {"device": dev.name}
+        self.phase = "load"
+        self.ref_call_s = None  # the reference's time per call, once known
+        self.out_bytes = 0  # bytes of the reference's outputs of one call, once known
+        self.in_bytes = 0  # bytes of one staged call's inputs
+        self.confirmed_call_ms = 0.0  # per call, what the trusted clock confirmed while timing
+        self.arrived = 0.0  # when the last answer of the untrusted worker was received
+
+    # --- talking to the untrusted worker ----------------------------------------------------------
+    def ask(self, message, fd: int | None = None, limit_s: float | None = None, expect=(wire.Reply,)):
+        wire.send(self.sock, message, fd)
+        return self.answer(limit_s, expect)
+
+    def answer(self, limit_s: float | None = None, expect=(wire.Reply,)):
+        """The untrusted worker's next reply if it is ok (else its failure as a Verdict)."""
+        limit_s = limit_s if limit_s is not None else self.s.run_timeout_s
+        try:
+            raw, out_fd = wire.recv_raw(self.sock, timeout_s=limit_s)
+        except wire.PeerTimeout as err:
+            raise Verdict("timeout", f"the {self.phase} phase exceeded its limit of {limit_s:.3g} s") from err
+        self.arrived = time.perf_counter()  # the answer is here; checking it is our time, not its
+        try:
+            reply = wire.decode(raw, expect)
+        except wire.ProtocolError:
+            if out_fd is not None:
+                os.close(out_fd)
+            raise
+        if reply.status != "ok":
+            if out_fd is not None:
+                os.close(out_fd)
+            status = reply.status if reply.status in CANDIDATE_FAILURES else "runtime_error"
+            raise Verdict(status, candidate_text(reply.error))
+        return reply, out_fd
+
+    def limit_for(self, calls: int) -> float:
+        """The wait allowed for `calls` candidate calls: floor + factor x the reference's time."""
+        ref_s = (self.ref_call_s or 0.0) * calls
+        return self.s.run_timeout_s + self.s.run_timeout_factor * ref_s
+
+    # --- the reference side ------------------------------------------------------------------------
+    def apply_shape(self, shape: str) -> None:
+        for key, value in self.constants.items():
+            setattr(self.task, key, value)
+        for key, value in self.request.shapes.get(shape, {}).items():
+            setattr(self.task, key, value)
+
+    def inputs(self, seed: int) -> list:
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.dev.device):
+            values = self.task.get_inputs()
+        return [x.to(self.dev.device) if isinstance(x, torch.Tensor) else x for x in values]
+
+    def build(self) -> None:
+        """Model here and ModelNew over there from one fresh seed."""
+        torch = self.torch
+        self.phase = "build"
+        seed = secrets.randbits(31)
+        init_args = list(self.task.get_init_inputs())
+        with torch.device(self.dev.device):
+            torch.manual_seed(seed)
+            self.reference = self.task.Model(*init_args).to(self.dev.device).eval()
+        fd, (encoded,) = encode_calls(torch, [init_args])
+        try:
+            self.ask(wire.Build(seed, encoded), fd, self.limit_for(1) + self.s.run_timeout_s)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def stage(self, calls: list[list]) -> None:
+        self.in_bytes = max(layout([x for x in c if isinstance(x, self.torch.Tensor)])[1] for c in calls)
+        fd, encoded = encode_calls(self.torch, calls)
+        try:
+            self.ask(wire.Stage(encoded, self.out_bytes * len(calls)), fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, int | None, float]:
+        """(Ran, its memfd, wall ms from sending Go to having the whole answer)."""
+        start = time.perf_counter()
+        ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
+        wall_ms = (self.arrived - start) * 1e3
+        if len(ran.outputs) != calls:
+            if fd is not None:
+                os.close(fd)
+            raise Verdict("incorrect", f"{calls} calls were run but {len(ran.outputs)} outputs came back")
+        return ran, fd, wall_ms
+
+    def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]:
+        """The candidate's outputs (and reported inputs) rebuilt on this device from the memfd."""
+        specs = [s for call in ran.outputs for s in call] + [s for call in ran.inputs_after for s in call]
+        size = os.fstat(fd).st_size if fd is not None else 0
+        # At most 8x the bytes of the reference's outputs (a wider dtype is the verdict's business,
+        # an incorrect one) plus the staged inputs: a candidate cannot make this process allocate
+        # what it likes.
+        allowed = (8 * max(self.out_bytes, 1) + self.in_bytes) * len(ran.outputs) + 64 * (len(specs) + 1)
+        tensors = iter(unpack(self.torch, fd, specs, self.dev.device, min(size, allowed)))
+        outs = [[next(tensors) for _ in call] for call in ran.outputs]
+        ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
+        return outs, ins
+
+    def release(self) -> None:
+        """Give freed device memory back to the driver (the other process may need it)."""
+        if self.dev.cuda:
+            self.torch.cuda.empty_cache()
+
+    def reference_batch(self, calls: list[list]) -> tuple[list, float, float]:
+        """(outputs, compute ms, wall ms) of the reference, delivered the way the candidate's are."""
+        outbox = Outbox(self.out_bytes * len(calls))
+        start = time.perf_counter()
+        outputs, compute_ms = self.dev.run_calls(self.reference, calls)
+        flat = [flatten(out) for out in outputs]
+        fd, specs = outbox.seal_with(self.torch, [o for out in flat for o in out])
+        it = iter(specs)  # the answer's metadata, encoded and parsed as the candidate's is
+        json.loads(json.dumps(wire.to_wire(wire.Ran("ok", None, [[next(it) for _ in o] for o in flat]))))
+        wall_ms = (time.perf_counter() - start) * 1e3
+        if fd is not None:
+            os.close(fd)
+        return outputs, compute_ms, wall_ms
+
+    # --- the protocol ------------------------------------------------------------------------------
+    def correctness(self) -> int:
+        """The correctness trials; returns the last trial's seed (its inputs are redrawn later)."""
+        torch, s = self.torch, self.s
+        self.phase = "correctness"
+        worst_abs = worst_rel = 0.0
+        ref_times, seed = [], 0
+        for trial in range(s.correctness_trials):
+            seed = secrets.randbits(63)
+            inputs = self.inputs(seed)
+            in_bytes = layout([x for x in inputs if isinstance(x, torch.Tensor)])[1]
+            # The determinism re-run and the returned inputs cost memory: not for huge tasks.
+            repeats = 2 if trial == 0 and in_bytes + self.out_bytes <= BIG_IO_BYTES else 1
+            check_inputs = in_bytes <= BIG_IO_BYTES // 2
+            self.stage([inputs] * repeats)
+            start = time.perf_counter()
+            ref_out = self.reference(*inputs)
+            self.dev.sync()
+            ref_times.append(time.perf_counter() - start)
+            del inputs  # the candidate's copy is over there; ours is redrawn from the seed if needed
+            self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, torch.Tensor)])[1]
+            limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
+            ran, fd, _ = self.go(repeats, limit, return_inputs=check_inputs, poison=True)
+            outs, ins = self.outputs_of(ran, fd)
+            for k, out in enumerate(outs):
+                where = f"trial {trial}" + (" (the same inputs again: non-deterministic?)" if k else "")
+                abs_err, rel_err = check_correct(torch, ref_out, out, s, where)
+                worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
+            del outs, ref_out
+            if check_inputs:
+                pristine = [x for x in self.inputs(seed) if isinstance(x, torch.Tensor)]
+                if any(not same_inputs(torch, got, pristine) for got in ins):
+                    raise Verdict("incorrect", "the candidate modified its inputs in place")
+            del ins
+        self.ref_call_s = statistics.median(ref_times[1:] or ref_times)
+        self.result.update(max_abs_err=worst_abs, max_rel_err=worst_rel)
+        return seed
+
+    def work_estimate(self, inputs: list) -> None:
+        """FLOPs (torch's flop counter) and minimum bytes moved of one reference call."""
+        torch = self.torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            out = self.reference(*inputs)
+        outs = [o for o in flatten(out) if isinstance(o, torch.Tensor)]
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        io_bytes = sum(t.numel() * t.element_size() for t in tensors + outs)
+        params = list(self.reference.parameters()) + list(self.reference.buffers())
+        self.result.update(
+            flops=float(counter.get_total_flops()),
+            min_bytes=float(io_bytes + sum(p.numel() * p.element_size() for p in params)),
+            io_bytes=float(io_bytes),
+        )
+
+    def calls_per_batch(self) -> int:
+        s = self.s
+        by_time = math.ceil(s.batch_target_ms / 1e3 / max(self.ref_call_s, 1e-7))
+        by_memory = int(s.batch_memory_bytes // max(self.result["io_bytes"], 1.0))
+        return max(1, min(by_time, by_memory, MAX_CALLS_PER_BATCH))
+
+    def timing(self) -> None:
+        torch, s = self.torch, self.s
+        self.phase = "timing"
+        k = self.calls_per_batch()
+        ref_ms, new_ms, walls, refused, confirmed = [], [], [], [], []
+        batch = -1
+        while len(new_ms) < s.timing_batches and len(refused) <= s.timing_batches:
+            batch += 1  # batch 0 warms both up and is not used
+            calls = [self.inputs(secrets.randbits(63)) for _ in range(k)]
+            self.stage(calls)
+            big = self.result["io_bytes"] > BIG_IO_BYTES
+            candidate_first = not big and secrets.randbelow(2) == 1
+            if candidate_first:
+                ran, fd, wall_ms = self.go(k, self.limit_for(k))
+            ref_outs, r_ms, r_wall_ms = self.reference_batch(calls)
+            del calls
+            if big:
+                self.release()
+            if not candidate_first:
+                ran, fd, wall_ms = self.go(k, self.limit_for(k), release=big)
+            outs, _ = self.outputs_of(ran, fd)
+            for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
+                check_correct(torch, ref_out, out, s, f"timed call {i} of batch {batch}")
+            del outs, ref_outs
+            claimed = ran.compute_ms
+            overhead_ms = max(r_wall_ms - r_ms, 0.0) * OVERHEAD_FACTOR
+            bound_ms = wall_ms - overhead_ms - WALL_SLACK_MS - WALL_SLACK_FRACTION * wall_ms
+            if os.environ.get("WARPK_DEBUG_TIMING"):
+                print(f"batch {batch} k={k} ref {r_ms:.3f}/{r_wall_ms:.3f} cand {claimed}/{wall_ms:.3f} "
+                      f"bound {bound_ms:.3f}", file=sys.stderr, flush=True)
+            if not batch:
+                continue
+            if claimed is None or not math.isfinite(claimed) or claimed <= 0 or claimed < bound_ms:
+                refused.append(f"{claimed!r} ms reported, >= {bound_ms:.4g} ms by the trusted clock")
+                continue
+            ref_ms.append(r_ms / k)
+            new_ms.append(min(claimed, wall_ms) / k)
+            walls.append(wall_ms)
+            confirmed.append(min(max(bound_ms / claimed, 0.0), 1.0))
+        if len(refused) > s.timing_batches:
+            raise Verdict(
+                "implausible",
+                f"in {len(refused)} of {len(refused) + len(new_ms)} timed batches of {k} calls the "
+                "candidate's own clock reported less time than the trusted wall clock (go to outputs, "
+                f"less delivery) allows, e.g. {refused[0]}",
+            )
+        self.result.update(calls_per_batch=k, batches=len(new_ms), wall_ms=statistics.median(walls),
+                           clock_confirmed=statistics.median(confirmed))
+        self.confirmed_call_ms = statistics.median(c * n for c, n in zip(confirmed, new_ms, strict=True))
+        self.result.update(_summary(ref_ms, new_ms))
+
+    def other_shapes(self) -> None:
+        """On a GPU, one correctness trial at every other declared shape."""
+        if not self.dev.cuda:
+            return
+        for name in self.request.shapes:
+            if name == self.request.shape:
+                continue
+            self.phase = "correctness"
+            self.apply_shape(name)
+            self.build()
+            inputs = self.inputs(secrets.randbits(63))
+            self.stage([inputs])
+            ref_out = self.reference(*inputs)
+            self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)])[1]
+            ran, fd, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
+            (out,), _ = self.outputs_of(ran, fd)
+            check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
+
+    def energy(self) -> None:
+        """evaluate.energy=nvml on a GPU: both measured on the NVML counter, read here while the
+        candidate's calls run over there (warpk.evaluator.energy)."""
+        spec = self.request.energy
+        if spec is None or not self.dev.cuda:
+            return
+        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_pair, open_cuda_meter
+
+        torch, s = self.torch, self.s
+        self.phase = "energy"
+        start = time.perf_counter()
+        sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
+        self.stage(sets)
+        ref_outs = [self.reference(*args) for args in sets]
+        turn = iter(range(1 << 62))
+
+        def reference_call() -> None:
+            self.reference(*sets[next(turn) % len(sets)])
+
+        def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
+            (out,), _ = self.outputs_of(ran, fd)
+            expected = ref_outs[(calls - 1) % len(sets)]
+            check_correct(torch, expected, out, s, "the last call of an energy batch")
+            floor_ms = ENERGY_WALL_SHARE * calls * self.confirmed_call_ms
+            if wall_s * 1e3 < floor_ms:
+                raise Verdict("implausible", f"an energy batch of {calls} calls took {wall_s * 1e3:.3g} ms, "
+                              f"less than the {floor_ms:.3g} ms its calls took while timed: work was skipped")
+
+        remote = RemoteLoop(lambda n: wire.send(self.sock, wire.Go(repeat=n)),
+                            lambda: self.answer(self.limit_for(1 << 20), (wire.Ran,)), check)
+
+        def sync() -> None:
+            self.dev.sync()
+            remote.sync()
+
+        try:
+            props = torch.cuda.get_device_properties(self.dev.device)
+            with open_cuda_meter(props, spec.min_window_s) as meter:
+                fields = measure_pair(meter, reference_call, remote, sync, spec.repeats, spec.idle_window_s)
+        except (Verdict, wire.ProtocolError):
+            raise
+        except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
+            if "CUDA error" in str(err):
+                raise
+            self.result["energy_error"] = f"nvml energy measurement failed: {one_line(err)}"
+            return
+        self.result.update(fields, energy_s=time.perf_counter() - start)
+
+    def run(self) -> wire.Measurement:
+        torch, s = self.torch, self.s
+        start = time.perf_counter()
+        self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
+                 limit_s=s.compile_timeout_s)
+        self.result["compile_s"] = time.perf_counter() - start
+        self.apply_shape(self.request.shape)
+        start = time.perf_counter()
+        with torch.no_grad():
+            self.build()
+            self.work_estimate(self.inputs(self.correctness()))
+            self.result["correctness_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            self.timing()
+            self.result["timing_s"] = time.perf_counter() - start
+            self.energy()
+            self.other_shapes()
+        return wire.Measurement(status="ok", **self.result)
+
+
+HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
+CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free >= 95% interval for the median: order statistics k and n+1-k with
+    P(Binomial(n, 1/2) < k) <= 2.5% ([min, max] below 6 values, where none reaches 95%)."""
+    ordered, n = sorted(values), len(values)
+    k, below = 0, 0.0
+    while True:
+        below_next = below + math.comb(n, k) / 2**n
+        if below_next > 0.025:
+            break
+        below, k = below_next, k + 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
+
+
+def _summary(ref_ms: list[float], new_ms: list[float]) -> dict:
+    """Medians and IQRs per call; the speedup is the median of the per-batch ratios (robust to a
+    stalled batch) with its distribution-free 95% interval."""
+    def iqr(values):
+        if len(values) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        return q3 - q1
+
+    ratios = [r / n for r, n in zip(ref_ms, new_ms, strict=True)]
+    low, high = median_interval(ratios)
+    return dict(
+        runtime_ms=statistics.median(new_ms),
+        runtime_iqr_ms=iqr(new_ms),
+        ref_runtime_ms=statistics.median(ref_ms),
+        ref_runtime_iqr_ms=iqr(ref_ms),
+        speedup=statistics.median(ratios),
+        speedup_low=low,
+        speedup_high=high,
+    )
+
+
+def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.socket) -> wire.Measurement:
+    """One request; never raises for what the candidate does."""
+    if request.device not in devices:
+        devices[request.device] = Device(torch, request.device)
+    torch.set_num_threads(request.settings.num_threads)
+    session = None
+    try:
+        session = Session(torch, devices[request.device], request, sock)
+        return session.run()
+    except Verdict as verdict:
+        fields = session.result if session else {}
+        return wire.Measurement(verdict.status, verdict.reason, session.phase if session else None, **fields)
+    except wire.PeerClosed:
+        phase = session.phase if session else None
+        return wire.Measurement("crashed", f"the candidate's worker died in the {phase} phase", phase)
+    except wire.ProtocolError as err:
+        return wire.Measurement("crashed", f"the candidate's worker broke the protocol: {err}"[:500],
+                                session.phase if session else None)
+    except Exception as err:  # noqa: BLE001 - the task or this harness failed: say so
+        where = "".join(traceback.format_exception_only(err)).strip()[-300:]
+        status = "crashed" if "CUDA error" in str(err) else "runtime_error"
+        return wire.Measurement(status, f"evaluation failed: {one_line(err)} ({where})",
+                                session.phase if session else None)
+    finally:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+def serve() -> int:
+    """Answer MeasureRequests from the parent on $WARPK_PARENT_FD until it closes the socket."""
+    parent = socket.socket(fileno=int(os.environ.pop("WARPK_PARENT_FD")))
+    import torch
+
+    devices: dict = {}
+    while True:
+        try:
+            request, fd = wire.recv(parent, (wire.MeasureRequest,))
+        except wire.PeerClosed:
+            return 0
+        if fd is None:
+            wire.send(parent, wire.Measurement("crashed", "no untrusted worker socket came with the request"))
+            continue
+        sock = socket.socket(fileno=fd)
+        try:
+            result = measure(torch, devices, request, sock)
+        finally:
+            sock.close()
+        wire.send(parent, result)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

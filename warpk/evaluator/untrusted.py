@@ -1,0 +1,210 @@
+"""The untrusted worker: imports ONE candidate and turns the inputs it is given into outputs.
+
+Started by warpk.evaluator.sandbox inside the OS sandbox (bubblewrap), one process per
+candidate, speaking warpk.evaluator.protocol on the socket in $WARPK_SOCKET_FD to the lane's
+trusted worker, which drives it:
+
+    Load   import the candidate (load_inline builds into $TORCH_EXTENSIONS_DIR) -> Reply
+    Build  ModelNew(*init_args) under the seed the reference was built with      -> Reply
+    Stage  copy a batch of calls' inputs onto the device                          -> Reply
+    Go     run the staged calls back to back, synchronise, send the outputs      -> Ran
+           (repeat=n: an energy loop of n calls over the staged inputs, last output only)
+
+Everything here runs in the candidate's process, so the candidate can rebind any of it: nothing
+this module reports is believed. Its outputs are verified by the trusted worker, its time is
+bounded by the trusted worker's wall clock, and what it can reach of the machine is the
+sandbox's business. The code only has to be right for honest candidates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import socket
+import sys
+import time
+import traceback
+import types
+from pathlib import Path
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.devices import Device
+from warpk.evaluator.transport import Outbox, decode_calls
+
+CANDIDATE_FILE = "candidate.py"
+
+
+def one_line(err: BaseException) -> str:
+    """`Type: message` of an exception plus the candidate line it came from, on one line."""
+    where = ""
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if frame.filename.endswith(CANDIDATE_FILE):
+            where = f" (candidate line {frame.lineno})"
+            break
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text[:400] + where
+
+
+def is_cuda_fault(err: BaseException) -> bool:
+    text = str(err)
+    return (
+        type(err).__name__ == "AcceleratorError"
+        or "CUDA error" in text
+        or "illegal memory access" in text
+        or "device-side assert" in text
+    )
+
+
+def failure(err: BaseException, what: str) -> wire.Reply:
+    if is_cuda_fault(err):
+        return wire.Reply("crashed", f"CUDA fault {what}: {one_line(err)}")
+    return wire.Reply("runtime_error", f"{what} raised {one_line(err)}")
+
+
+def _import(source: str) -> types.ModuleType:
+    """The candidate as module `warpk_candidate` from a real file (triton.jit reads its source)."""
+    path = Path(CANDIDATE_FILE).resolve()
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("warpk_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["warpk_candidate"] = module  # dataclasses and triton look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def load(source: str) -> types.ModuleType:
+    """Import the candidate; CUDA builds hold a lock on their build dir (the compile pool and a
+    measuring worker may build the same source)."""
+    build_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not build_dir:
+        return _import(source)
+    Path(build_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(build_dir) / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        return _import(source)
+
+
+def flatten(out) -> list:
+    return list(out) if isinstance(out, list | tuple) else [out]
+
+
+class Harness:
+    """The state of one untrusted worker: the candidate, its model, the staged calls."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.torch = None
+        self.dev: Device | None = None
+        self.module = None
+        self.model = None
+        self.staged: list[list] = []
+        self.outbox: Outbox | None = None
+
+    def on_load(self, msg: wire.Load) -> wire.Reply:
+        start = time.perf_counter()
+        import torch
+
+        self.torch = torch
+        torch.set_num_threads(msg.num_threads)
+        try:
+            self.module = load(msg.candidate_source)
+        except BaseException as err:  # noqa: BLE001 - any failure to load is the candidate's
+            return wire.Reply("compile_error", one_line(err), time.perf_counter() - start)
+        if not isinstance(getattr(self.module, "ModelNew", None), type):
+            return wire.Reply("static_reject", "ModelNew is not a class after loading the module")
+        if not msg.compile_only:
+            self.dev = Device(torch, msg.device)
+        return wire.Reply("ok", None, time.perf_counter() - start)
+
+    def on_build(self, msg: wire.Build, fd: int | None) -> wire.Reply:
+        torch = self.torch
+        (init_args,) = decode_calls(torch, fd, [msg.init_args], self.dev.device)
+        self.model = None
+        try:
+            with torch.device(self.dev.device):
+                torch.manual_seed(msg.seed)
+                self.model = self.module.ModelNew(*init_args).to(self.dev.device).eval()
+        except Exception as err:  # noqa: BLE001
+            return failure(err, "ModelNew(...)")
+        return wire.Reply("ok")
+
+    def on_stage(self, msg: wire.Stage, fd: int | None) -> wire.Reply:
+        self.staged = []
+        self.staged = decode_calls(self.torch, fd, msg.calls, self.dev.device)
+        if self.outbox is not None:
+            self.outbox.close()
+        self.outbox = Outbox(min(msg.output_bytes, 1 << 40))
+        self.dev.sync()
+        return wire.Reply("ok")
+
+    def on_go(self, msg: wire.Go) -> tuple[wire.Ran, int | None]:
+        torch, dev = self.torch, self.dev
+        if msg.poison:
+            dev.poison(self.staged)
+        calls, last_only = self.staged, False
+        if msg.repeat > 0:  # an energy loop: cycle through the staged inputs, keep the last output
+            calls = (self.staged[i % len(self.staged)] for i in range(msg.repeat))
+            last_only = True
+        try:
+            with torch.no_grad():
+                outputs, compute_ms = dev.run_calls(self.model, calls, last_only)
+        except Exception as err:  # noqa: BLE001
+            reply = failure(err, "forward")
+            return wire.Ran(reply.status, reply.error), None
+        if last_only and self.outbox is not None:
+            self.outbox.close()  # sized for the staged calls; one output goes back
+            self.outbox = None
+        flat = [flatten(o) for o in outputs]
+        for call in flat:
+            for o in call:
+                if type(o) is not torch.Tensor and type(o) is not torch.nn.Parameter:
+                    return wire.Ran("incorrect", f"forward returned a {type(o).__name__}, not a tensor"), None
+        tensors = [o for call in flat for o in call]
+        staged = self.staged if msg.return_inputs else []
+        inputs = [a for call in staged for a in call if isinstance(a, torch.Tensor)]
+        outbox, self.outbox = self.outbox or Outbox(), None
+        fd, specs = outbox.seal_with(torch, tensors + inputs)
+        it = iter(specs)
+        out_specs = [[next(it) for _ in call] for call in flat]
+        in_specs = [[next(it) for a in call if isinstance(a, torch.Tensor)] for call in staged]
+        if msg.repeat == 0:
+            self.staged = []
+        if msg.release and dev.cuda:
+            del tensors, inputs, flat, outputs
+            torch.cuda.empty_cache()  # the trusted side unpacks our outputs next, on the same GPU
+        return wire.Ran("ok", None, out_specs, in_specs, compute_ms), fd
+
+    def serve(self) -> int:
+        msg, _ = wire.recv(self.sock, (wire.Load,))
+        reply = self.on_load(msg)
+        wire.send(self.sock, reply)
+        if msg.compile_only or reply.status != "ok":
+            return 0
+        while True:
+            msg, fd = wire.recv(self.sock, (wire.Build, wire.Stage, wire.Go, wire.Quit))
+            if isinstance(msg, wire.Quit):
+                return 0
+            if isinstance(msg, wire.Build):
+                wire.send(self.sock, self.on_build(msg, fd))
+            elif isinstance(msg, wire.Stage):
+                wire.send(self.sock, self.on_stage(msg, fd))
+            else:
+                ran, out_fd = self.on_go(msg)
+                wire.send(self.sock, ran, out_fd)
+                if out_fd is not None:
+                    os.close(out_fd)
+
+
+def main() -> int:
+    sock = socket.socket(fileno=int(os.environ.pop("WARPK_SOCKET_FD")))
+    sys.stdout = sys.stderr  # the candidate's prints go to the worker's log, nowhere else
+    import torch  # noqa: F401 - before the candidate arrives: a spare worker is started ahead
+    try:
+        return Harness(sock).serve()
+    except wire.PeerClosed:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
