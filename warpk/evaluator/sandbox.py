@@ -126,7 +126,7 @@ def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
 
 def bwrap_command(home: Path, build_dir: Path | None, gpu: str | None) -> list[str]:
     """The bubblewrap command line that runs the untrusted worker (see the module doc)."""
-    cmd = ["bwrap"]
+    cmd = ["bwrap", "--tmpfs", "/tmp"]  # first: the project, the venv or caches may live under /tmp
     for path in (*SYSTEM_DIRS, *ETC_FILES):
         _mount(path, cmd)
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
@@ -135,7 +135,7 @@ def bwrap_command(home: Path, build_dir: Path | None, gpu: str | None) -> list[s
     for folder in _python_paths():
         _mount(str(folder), cmd)
     _mount(str(PACKAGE_DIR), cmd)
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
     if gpu:
         nodes = [f"nvidia{int(i)}" for i in gpu.split(",")] + list(NVIDIA_SHARED_NODES)
         for node in nodes:

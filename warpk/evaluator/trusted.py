@@ -163,10 +163,17 @@ class Session:
                 os.close(fd)
 
     def stage(self, calls: list[list]) -> None:
+        self.stage_encoded(*self.encode(calls))
+
+    def encode(self, calls: list[list]) -> tuple[int | None, list]:
+        """The calls' inputs in a sealed memfd (the device copies may go after this)."""
         self.in_bytes = max(layout([x for x in c if isinstance(x, self.torch.Tensor)])[1] for c in calls)
-        fd, encoded = encode_calls(self.torch, calls)
+        return encode_calls(self.torch, calls)
+
+    def stage_encoded(self, fd: int | None, encoded: list) -> None:
+        """Hand encoded calls to the untrusted worker (the fd is closed here)."""
         try:
-            self.ask(wire.Stage(encoded, self.out_bytes * len(calls)), fd)
+            self.ask(wire.Stage(encoded, self.out_bytes * len(encoded)), fd)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -228,13 +235,14 @@ class Session:
             # The determinism re-run and the returned inputs cost memory: not for huge tasks.
             repeats = 2 if trial == 0 and in_bytes + self.out_bytes <= BIG_IO_BYTES else 1
             check_inputs = in_bytes <= BIG_IO_BYTES // 2
-            self.stage([inputs] * repeats)
+            encoded = self.encode([inputs] * repeats)
             start = time.perf_counter()
             ref_out = self.reference(*inputs)
             self.dev.sync()
             ref_times.append(time.perf_counter() - start)
-            del inputs  # the candidate's copy is over there; ours is redrawn from the seed if needed
+            del inputs  # the candidate's copy is in the memfd; ours is redrawn from the seed if needed
             self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, torch.Tensor)])[1]
+            self.stage_encoded(*encoded)  # after the reference: its inputs reach it just before Go
             limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
             ran, fd, _ = self.go(repeats, limit, return_inputs=check_inputs, poison=True)
             outs, ins = self.outputs_of(ran, fd)
@@ -284,16 +292,19 @@ class Session:
         while len(new_ms) < s.timing_batches and len(refused) <= s.timing_batches:
             batch += 1  # batch 0 warms both up and is not used
             calls = [self.inputs(secrets.randbits(63)) for _ in range(k)]
-            self.stage(calls)
+            encoded = self.encode(calls)
             big = self.result["io_bytes"] > BIG_IO_BYTES
             candidate_first = not big and secrets.randbelow(2) == 1
+            # The candidate gets its inputs just before its Go, never while the reference runs.
             if candidate_first:
+                self.stage_encoded(*encoded)
                 ran, fd, wall_ms = self.go(k, self.limit_for(k))
             ref_outs, r_ms, r_wall_ms = self.reference_batch(calls)
             del calls
             if big:
                 self.release()
             if not candidate_first:
+                self.stage_encoded(*encoded)
                 ran, fd, wall_ms = self.go(k, self.limit_for(k), release=big)
             outs, _ = self.outputs_of(ran, fd)
             for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
