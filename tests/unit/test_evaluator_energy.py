@@ -87,7 +87,8 @@ class FakeRemote:
     def send_go(self, n: int) -> None:
         self.batches.append(n)
 
-    def receive(self):
+    def receive(self, n: int):
+        assert n == self.batches[-1]
         self.gpu.run(self.batches[-1] * self.seconds, self.power_w)
         return wire.Ran("ok", None, [[]], [], self.batches[-1] * self.seconds * 1e3), None
 

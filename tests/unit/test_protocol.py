@@ -9,6 +9,7 @@ import mmap
 import os
 import socket
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -145,3 +146,53 @@ def test_median_interval_is_distribution_free():
     ten = [float(i) for i in range(1, 11)]
     assert median_interval(ten) == (2.0, 9.0)  # P(Bin(10, 1/2) <= 1) = 1.1% <= 2.5%
     assert median_interval([1.0, 2.0, 3.0]) == (1.0, 3.0)  # below 6 values: min, max
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"type": "Ran", "status": "ok", "compute_ms": ' + "9" * 5000 + "}",  # int beyond json's limit
+        '{"type": "Ran", "status": "ok", "compute_ms": 1' + "0" * 400 + "}",  # float() overflows
+        "[" * 100000 + "]" * 100000,  # a nesting bomb
+    ],
+)
+def test_frames_built_to_break_the_parser_are_protocol_errors(raw):
+    a, b = socket.socketpair()
+    payload = raw.encode()
+    a.sendall(struct.pack("!I", len(payload)) + payload)
+    with pytest.raises(wire.ProtocolError):
+        wire.recv(b, wire.UNTRUSTED_REPLIES, timeout_s=5)
+
+
+def test_complex_and_integer_outputs_are_compared_exactly_enough():
+    z = torch.tensor([1 + 1j, 2 - 1j])
+    with pytest.raises(Verdict, match="differs"):
+        check_correct(torch, z, torch.tensor([1 + 0j, 2 - 1j]), Tol, "t")  # imaginary part wrong
+    with pytest.raises(Verdict, match="differs"):
+        check_correct(torch, torch.tensor([10000]), torch.tensor([10001]), Tol, "t")  # rtol would pass
+    assert check_correct(torch, torch.tensor([True, False]), torch.tensor([True, False]), Tol, "t")[0] == 0
+
+
+def test_a_harness_failure_on_one_item_costs_that_record_only(monkeypatch):
+    from types import SimpleNamespace
+
+    from warpk.config import EvaluateConfig, HardwareConfig
+    from warpk.evaluator import EvalItem, Evaluator
+    from warpk.evaluator.dispatch import Dispatcher
+    from warpk.records import EvalRecord
+
+    def measure(self, lane, p):
+        if p.index == 0:
+            raise BrokenPipeError("the trusted worker went away")
+        return EvalRecord(status="ok", **p.base)
+
+    monkeypatch.setattr(Dispatcher, "measure", measure)
+    cpu = HardwareConfig(name="cpu", device="cpu", peak_bf16_tflops=1.0, peak_fp32_tflops=1.0,
+                         mem_bandwidth_gb_s=10.0, tdp_w=30.0, idle_power_w=5.0, cores=2,
+                         min_energy_window_s=0.0)
+    evaluator = Evaluator(EvaluateConfig(result_cache=False, sandbox="process"), cpu, lanes=[""])
+    task = SimpleNamespace(task_id="t/x", path=Path(__file__), shapes={})
+    items = [EvalItem(task, f"class ModelNew:\n    k = {i}\n", f"c{i}.py") for i in range(3)]
+    records = evaluator.evaluate_many(items)
+    assert [r.status for r in records] == ["crashed", "ok", "ok"]
+    assert records[0].error.startswith("evaluation failed: BrokenPipeError")

@@ -184,7 +184,9 @@ def test_files_outside_the_sandbox_are_out_of_reach(tmp_path):
     name = f"warpk-escape-{secrets.token_hex(4)}"
     for target in (tmp_path / name, REPO / name, Path.home() / name):
         record = _measure(_writer(target))
-        assert record.status == "compile_error", (target, record.error)
+        private = Path("/tmp") in target.parents and target.parent.exists()  # e.g. a clone in /tmp:
+        if not private or target.parent == tmp_path:  # then it lands in the sandbox's own /tmp
+            assert record.status == "compile_error", (target, record.error)
         assert not target.exists(), f"the candidate wrote {target} on the host"
 
 

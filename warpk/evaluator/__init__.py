@@ -127,13 +127,17 @@ class Evaluator:
                          self.seed)
         try:
             tree = ast.parse(item.candidate_source)
+            backend = backend_of(tree)
+            violations = check_tree(tree)
         except SyntaxError as err:
             verdict = EvalRecord(status="compile_error", backend="torch", **base,
                                  error=f"SyntaxError: {err.msg} (candidate line {err.lineno})")
             return Prepared(index, item, task_source, sha, "torch", key, base, verdict)
-        backend = backend_of(tree)
+        except (RecursionError, MemoryError, ValueError) as err:  # sources built to break the parser
+            verdict = EvalRecord(status="static_reject", backend="torch", **base,
+                                 error=f"the source cannot be parsed safely ({type(err).__name__})")
+            return Prepared(index, item, task_source, sha, "torch", key, base, verdict)
         base["backend"] = backend
-        violations = check_tree(tree)
         verdict = None
         if violations:
             more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""

@@ -70,6 +70,8 @@ class ResultCache:
     def put(self, key: str, record: EvalRecord) -> None:
         if not self.enabled or record.status not in CACHEABLE:
             return
+        if (record.error or "").startswith("evaluation failed"):  # our harness failed, not the candidate
+            return
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")

@@ -21,6 +21,7 @@ from warpk.evaluator.assemble import record_from
 from warpk.evaluator.energy import IDLE_WINDOW_S
 from warpk.evaluator.lane import Lane, compile_candidate
 from warpk.evaluator.sandbox import Limits
+from warpk.evaluator.trusted import candidate_text
 from warpk.records import EvalRecord
 
 
@@ -75,8 +76,8 @@ class Dispatcher:
         if reply is not None and reply.status == "compile_error" and "Error building extension" in (
             reply.error or ""
         ):
-            return EvalRecord(status="compile_error", error=reply.error, compile_s=reply.seconds,
-                              sandbox=self.ev.sandbox, **p.base)
+            return EvalRecord(status="compile_error", error=candidate_text(reply.error),
+                              compile_s=reply.seconds, sandbox=self.ev.sandbox, **p.base)
         return None
 
     def backstop_s(self) -> float:
@@ -111,8 +112,13 @@ class Dispatcher:
                             if not queue:
                                 return
                             p = queue.popleft()
-                        record = builds[p.index].result() if p.index in builds else None
-                        record = record or self.measure(lane, p)
+                        try:
+                            record = builds[p.index].result() if p.index in builds else None
+                            record = record or self.measure(lane, p)
+                        except Exception as err:  # noqa: BLE001 - a harness failure costs one record
+                            lane.close()
+                            record = EvalRecord(status="crashed", sandbox=self.ev.sandbox, **p.base,
+                                                error=f"evaluation failed: {type(err).__name__}: {err}"[:500])
                         with lock:
                             done(p, record)
                 finally:

@@ -48,7 +48,7 @@ class RemoteLoop:
 
     Args:
         send_go: sends Go(repeat=n) to the untrusted worker.
-        receive: waits for its Ran; returns (Ran, memfd or None).
+        receive: waits for the Ran of a batch of n calls, receive(n); returns (Ran, memfd or None).
         check: called with (Ran, memfd, calls, wall_s) for each finished batch; raises Verdict.
     """
 
@@ -70,7 +70,7 @@ class RemoteLoop:
             return
         n, start = self.pending
         self.pending = None
-        ran, fd = self.receive()
+        ran, fd = self.receive(n)
         self.check(ran, fd, n, self.clock() - start)
 
 

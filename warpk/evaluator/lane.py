@@ -58,8 +58,10 @@ def _death(worker: UntrustedProcess) -> str:
         return ""
     # bwrap reports a child killed by signal N as exit code 128 + N
     signum = -code if code < 0 else code - 128 if worker.mode == "bwrap" and code > 128 else None
-    how = f"killed by {signal.Signals(signum).name}" if signum and signum in signal.valid_signals() \
-        else f"exit code {code}"
+    try:
+        how = f"killed by {signal.Signals(signum).name}" if signum else f"exit code {code}"
+    except ValueError:  # a real-time signal has no name
+        how = f"killed by signal {signum}"
     tail = worker.stderr_tail()
     return f" ({how}{': ' + tail if tail else ''})"
 
@@ -125,7 +127,11 @@ class Lane:
         """A fresh untrusted worker for one candidate: the spare started during the previous
         measurement when it fits (no build dir to mount), else a new one. Then a new spare."""
         worker = None
-        if build_dir is None and self.spare is not None and self.spare.proc.poll() is None:
+        if self.spare is not None and self.spare.proc.poll() is not None:  # it died waiting
+            self.spare.kill()
+            shutil.rmtree(self.spare.home, ignore_errors=True)
+            self.spare = None
+        if build_dir is None and self.spare is not None:
             worker, self.spare = self.spare, None
         if worker is None:
             if build_dir is not None:

@@ -272,7 +272,10 @@ def decode(raw: dict, expected: tuple[type, ...]):
     cls = TYPES.get(raw["type"])
     if cls not in expected:
         raise ProtocolError(f"unexpected message {raw['type'][:40]!r}")
-    return _build(cls, {k: v for k, v in raw.items() if k != "type"}, cls.__name__)
+    try:
+        return _build(cls, {k: v for k, v in raw.items() if k != "type"}, cls.__name__)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as err:
+        raise ProtocolError(f"{cls.__name__}: {type(err).__name__}") from err
 
 
 # --- framing ----------------------------------------------------------------------------------
@@ -281,12 +284,16 @@ def send(sock: socket.socket, message, fd: int | None = None) -> None:
     raw = message if isinstance(message, dict) else to_wire(message)
     payload = json.dumps(raw, allow_nan=True).encode()
     data = _LENGTH.pack(len(payload)) + payload
-    if fd is None:
-        sock.sendall(data)
-        return
-    sent = socket.send_fds(sock, [data], [fd])
-    if sent < len(data):
-        sock.sendall(data[sent:])
+    sock.settimeout(None)
+    try:
+        if fd is None:
+            sock.sendall(data)
+            return
+        sent = socket.send_fds(sock, [data], [fd])
+        if sent < len(data):
+            sock.sendall(data[sent:])
+    except (BrokenPipeError, ConnectionResetError) as err:
+        raise PeerClosed("the peer closed the connection") from err
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
@@ -333,7 +340,7 @@ def recv_raw(sock: socket.socket, timeout_s: float | None = None) -> tuple[dict,
         payload = _recv_exact(sock, length, deadline)
         try:
             raw = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:  # a nesting bomb too
+        except (ValueError, RecursionError, MemoryError, OverflowError) as err:  # bombs too
             raise ProtocolError(f"a frame that is not JSON ({err})") from err
     except BaseException:
         if fd is not None:

@@ -22,7 +22,11 @@ by that process's wall clock. This module limits what it can do to the machine.
   wall-clock limits per step (enforced by the trusted worker, then SIGKILL of the whole
   sandbox); host memory watched over its whole process tree (RLIMIT_AS too on CPU), no core
   dumps, one file at most 1 TiB.
-  Not covered: the disk space its working dir and build dir take (a quota is the host's job);
+  Not covered: memory in its private /tmp and in memfds it keeps (not in any process's RSS, so
+  not watched; a cgroup with memory.max would be) and the number of its processes (no pids
+  limit; RLIMIT_NPROC does not bind root); threads or processes it leaves running between its
+  batches, which can slow the reference being timed (corpus 45b); the disk space its working
+  dir and build dir take (a quota is the host's job);
   kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
   NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
   it can write into its error text (records keep it); GPU side channels and a kernel left
@@ -217,10 +221,14 @@ class UntrustedProcess:
         return total / 1024**2
 
     def stderr_tail(self, chars: int = 300) -> str:
+        """The last non-empty line of its log (only the last 4 KiB are read: the candidate wrote it)."""
         try:
-            lines = [ln for ln in self.stderr_path.read_text(errors="replace").splitlines() if ln.strip()]
+            with open(self.stderr_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+                text = log.read(4096).decode(errors="replace")
         except OSError:
             return ""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
         return lines[-1][-chars:] if lines else ""
 
     def kill(self) -> None:

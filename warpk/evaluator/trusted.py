@@ -114,6 +114,9 @@ class Session:
         except wire.PeerTimeout as err:
             raise Verdict("timeout", f"the {self.phase} phase exceeded its limit of {limit_s:.3g} s") from err
         self.arrived = time.perf_counter()  # the answer is here; checking it is our time, not its
+        if out_fd is not None and wire.Ran not in expect:
+            os.close(out_fd)  # only a Ran carries bytes: a kept fd would pile up in this worker
+            out_fd = None
         try:
             reply = wire.decode(raw, expect)
         except wire.ProtocolError:
@@ -240,6 +243,7 @@ class Session:
             ref_out = self.reference(*inputs)
             self.dev.sync()
             ref_times.append(time.perf_counter() - start)
+            self.ref_call_s = max(ref_times)  # this trial's limit scales with the reference too
             del inputs  # the candidate's copy is in the memfd; ours is redrawn from the seed if needed
             self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, torch.Tensor)])[1]
             self.stage_encoded(*encoded)  # after the reference: its inputs reach it just before Go
@@ -322,9 +326,9 @@ class Session:
                 refused.append(f"{claimed!r} ms reported, >= {bound_ms:.4g} ms by the trusted clock")
                 continue
             ref_ms.append(r_ms / k)
-            new_ms.append(min(claimed, wall_ms) / k)
+            new_ms.append(max(min(claimed, wall_ms), bound_ms, 1e-6) / k)  # never below what the clock saw
             walls.append(wall_ms)
-            confirmed.append(min(max(bound_ms / claimed, 0.0), 1.0))
+            confirmed.append(min(max(bound_ms / max(claimed, 1e-9), 0.0), 1.0))
         if len(refused) > s.timing_batches:
             raise Verdict(
                 "implausible",
@@ -384,7 +388,7 @@ class Session:
                               f"less than the {floor_ms:.3g} ms its calls took while timed: work was skipped")
 
         remote = RemoteLoop(lambda n: wire.send(self.sock, wire.Go(repeat=n)),
-                            lambda: self.answer(self.limit_for(1 << 20), (wire.Ran,)), check)
+                            lambda n: self.answer(self.limit_for(n), (wire.Ran,)), check)
 
         def sync() -> None:
             self.dev.sync()
@@ -399,6 +403,7 @@ class Session:
         except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
             if "CUDA error" in str(err):
                 raise
+            remote.sync()  # a batch may still be in flight: its answer must not meet the next step
             self.result["energy_error"] = f"nvml energy measurement failed: {one_line(err)}"
             return
         self.result.update(fields, energy_s=time.perf_counter() - start)
