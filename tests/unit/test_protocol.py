@@ -16,8 +16,8 @@ import torch
 
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, check_correct
+from warpk.evaluator.speed import median_interval
 from warpk.evaluator.transport import Outbox, decode_calls, encode_calls, pack, unpack
-from warpk.evaluator.trusted import median_interval
 
 
 class Tol:

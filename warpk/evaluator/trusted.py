@@ -51,6 +51,7 @@ import types
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, check_correct, flatten, same_inputs
 from warpk.evaluator.devices import Device
+from warpk.evaluator.speed import speed_summary
 from warpk.evaluator.transport import Outbox, encode_calls, layout, unpack
 
 MAX_CALLS_PER_BATCH = 4096
@@ -339,7 +340,7 @@ class Session:
         self.result.update(calls_per_batch=k, batches=len(new_ms), wall_ms=statistics.median(walls),
                            clock_confirmed=statistics.median(confirmed))
         self.confirmed_call_ms = statistics.median(c * n for c, n in zip(confirmed, new_ms, strict=True))
-        self.result.update(_summary(ref_ms, new_ms))
+        self.result.update(speed_summary(ref_ms, new_ms))
 
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
@@ -430,42 +431,6 @@ class Session:
 
 HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
 CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
-
-
-def median_interval(values: list[float]) -> tuple[float, float]:
-    """A distribution-free >= 95% interval for the median: order statistics k and n+1-k with
-    P(Binomial(n, 1/2) < k) <= 2.5% ([min, max] below 6 values, where none reaches 95%)."""
-    ordered, n = sorted(values), len(values)
-    k, below = 0, 0.0
-    while True:
-        below_next = below + math.comb(n, k) / 2**n
-        if below_next > 0.025:
-            break
-        below, k = below_next, k + 1
-    k = max(k, 1)
-    return ordered[k - 1], ordered[n - k]
-
-
-def _summary(ref_ms: list[float], new_ms: list[float]) -> dict:
-    """Medians and IQRs per call; the speedup is the median of the per-batch ratios (robust to a
-    stalled batch) with its distribution-free 95% interval."""
-    def iqr(values):
-        if len(values) < 2:
-            return 0.0
-        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-        return q3 - q1
-
-    ratios = [r / n for r, n in zip(ref_ms, new_ms, strict=True)]
-    low, high = median_interval(ratios)
-    return dict(
-        runtime_ms=statistics.median(new_ms),
-        runtime_iqr_ms=iqr(new_ms),
-        ref_runtime_ms=statistics.median(ref_ms),
-        ref_runtime_iqr_ms=iqr(ref_ms),
-        speedup=statistics.median(ratios),
-        speedup_low=low,
-        speedup_high=high,
-    )
 
 
 def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.socket) -> wire.Measurement:

@@ -29,6 +29,7 @@ import types
 from pathlib import Path
 
 from warpk.evaluator import protocol as wire
+from warpk.evaluator.checks import flatten
 from warpk.evaluator.devices import Device
 from warpk.evaluator.transport import Outbox, decode_calls
 
@@ -83,10 +84,6 @@ def load(source: str) -> types.ModuleType:
     with open(Path(build_dir) / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if this process dies
         return _import(source)
-
-
-def flatten(out) -> list:
-    return list(out) if isinstance(out, list | tuple) else [out]
 
 
 class Harness:

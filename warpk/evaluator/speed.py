@@ -1,0 +1,49 @@
+"""Speed statistics of the interleaved timed batches (warpk.evaluator.trusted).
+
+The speedup is the median of the per-batch reference/candidate ratios, robust to a stalled
+batch, with a distribution-free 95% interval from order statistics; "faster" (records.faster)
+means its lower end is above 1.
+
+Non-goals: no timing itself, no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free >= 95% interval for the median: order statistics k and n+1-k with
+    P(Binomial(n, 1/2) < k) <= 2.5% ([min, max] below 6 values, where none reaches 95%)."""
+    ordered, n = sorted(values), len(values)
+    k, below = 0, 0.0
+    while True:
+        below_next = below + math.comb(n, k) / 2**n
+        if below_next > 0.025:
+            break
+        below, k = below_next, k + 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
+
+
+def speed_summary(ref_ms: list[float], new_ms: list[float]) -> dict:
+    """Medians and IQRs per call; the speedup is the median of the per-batch ratios (robust to a
+    stalled batch) with its distribution-free 95% interval."""
+    def iqr(values):
+        if len(values) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        return q3 - q1
+
+    ratios = [r / n for r, n in zip(ref_ms, new_ms, strict=True)]
+    low, high = median_interval(ratios)
+    return dict(
+        runtime_ms=statistics.median(new_ms),
+        runtime_iqr_ms=iqr(new_ms),
+        ref_runtime_ms=statistics.median(ref_ms),
+        ref_runtime_iqr_ms=iqr(ref_ms),
+        speedup=statistics.median(ratios),
+        speedup_low=low,
+        speedup_high=high,
+    )
