@@ -33,6 +33,7 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.sandbox import PROJECT_ROOT, Limits, UntrustedProcess, worker_env
 
 POLL_S = 0.05
+SPARE_MIN_CORES = 4  # a lane uses ~3 busy processes while timing: parent, trusted, untrusted
 BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the parent steps in
 
 
@@ -115,6 +116,9 @@ class Lane:
         self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
         self.trusted = TrustedProcess(self.env, limits.threads)
         self.spare: UntrustedProcess | None = None  # started ahead, importing torch meanwhile
+        # Only with cores to spare: its torch import competes with the batch being timed (on
+        # 2 cores it stretched honest batches' wall time 10x and made them look like clock lies).
+        self.prefetch = (os.cpu_count() or 1) >= SPARE_MIN_CORES
 
     def close(self) -> None:
         self.trusted.close()
@@ -139,7 +143,7 @@ class Lane:
             home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-"))
             worker = UntrustedProcess(self.sandbox, home, self.limits, self._untrusted_env(build_dir),
                                       build_dir, self.gpu)
-        if build_dir is None and self.spare is None:
+        if build_dir is None and self.spare is None and self.prefetch:
             home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-"))
             self.spare = UntrustedProcess(self.sandbox, home, self.limits, self._untrusted_env(None),
                                           None, self.gpu)
