@@ -5,8 +5,9 @@ and half Triton, each a distinct variant of the task's bundled solution (a comme
 kernel source and a unique extension name, so every one is a separate build, as distinct GRPO
 samples are). Three measurements, side by side in one process, same protocol:
 
-  serial    one after another in this process with no pool, no sandbox and no cache, as
-            KernelBench's harness does (the same worker code, called in-process);
+  serial    one after another in this process with no pool, no sandbox, no second process
+            and no cache, as KernelBench's harness does (5 allclose trials, 100 timed calls
+            each: `kernelbench_style`, written here for the comparison);
   cold      Evaluator.evaluate_many with empty build and result caches: CUDA builds in the
             compile pool overlap measurement on the GPU lanes;
   warm      the same batch again through the same Evaluator: result-cache hits.
@@ -78,31 +79,69 @@ def make_batch(task_names: list[str], per_task: int) -> list[EvalItem]:
     return items
 
 
+def _import_file(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def kernelbench_style(item: EvalItem, job: Path, trials: int = 5, perf_trials: int = 100) -> dict:
+    """One candidate the way KernelBench's harness evaluates it: imported into this process,
+    `trials` correctness checks (allclose 1e-2), then `perf_trials` CUDA-event-timed calls of
+    each model. No isolation of any kind: the baseline the trust boundary costs time against."""
+    import torch
+
+    task = _import_file(item.task.path, f"bench_task_{job.name}")
+    path = job / "candidate.py"
+    path.write_text(item.candidate_source)
+    try:
+        candidate = _import_file(path, f"bench_candidate_{job.name}")
+    except Exception as err:  # noqa: BLE001 - report, keep going
+        return {"status": "compile_error", "error": f"{type(err).__name__}: {err}"[:300]}
+    init = task.get_init_inputs()
+    torch.manual_seed(0)
+    ref = task.Model(*init).cuda().eval()
+    torch.manual_seed(0)
+    new = candidate.ModelNew(*init).cuda().eval()
+    with torch.no_grad():
+        for trial in range(trials):
+            torch.manual_seed(trial)
+            inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+            if not torch.allclose(ref(*inputs), new(*inputs), atol=1e-2, rtol=1e-2):
+                return {"status": "incorrect", "error": f"trial {trial}"}
+        times = {}
+        for label, model in (("ref", ref), ("new", new)):
+            model(*inputs)
+            torch.cuda.synchronize()
+            ms = []
+            for _ in range(perf_trials):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                model(*inputs)
+                end.record()
+                end.synchronize()
+                ms.append(start.elapsed_time(end))
+            times[label] = sorted(ms)[len(ms) // 2]
+    return {"status": "ok", "speedup": times["ref"] / times["new"]}
+
+
 def serial(items: list[EvalItem], evaluator: Evaluator, root: Path) -> tuple[float, list[dict]]:
     """KernelBench-style: each item evaluated in this process, one after another, cold."""
-    from warpk.evaluator import worker
-
     os.environ["TRITON_CACHE_DIR"] = str(root / "triton")
     os.environ["TORCH_CUDA_ARCH_LIST"] = evaluator.hardware.cuda_arch or ""
     results, start = [], time.perf_counter()
-    here = os.getcwd()
     for i, item in enumerate(items):
-        job = root / f"job-{i}"
+        job = root / f"job{i}"
         job.mkdir(parents=True)
-        os.chdir(job)
-        request = evaluator._request(item, "measure")
         os.environ["TORCH_EXTENSIONS_DIR"] = str(root / "ext" / str(i))
         t0 = time.perf_counter()
-        try:
-            result = worker.evaluate(request)
-        except worker.Verdict as verdict:
-            result = {"status": verdict.status, "error": verdict.reason}
-        except Exception as err:  # noqa: BLE001 - report, keep going
-            result = {"status": "runtime_error", "error": worker.one_line(err)}
+        result = kernelbench_style(item, job)
         result["wall_s"] = time.perf_counter() - t0
         results.append({"candidate": item.candidate, "task": item.task.name, **result})
-        worker._forget_candidate()
-        os.chdir(here)
         print(
             f"serial {i + 1}/{len(items)} {item.task.name} {item.candidate}: {result['status']} "
             f"({result['wall_s']:.1f} s)",

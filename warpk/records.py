@@ -25,11 +25,12 @@ STATUSES = (
     "timeout",  # the worker outran its wall-clock limit and was killed
     "crashed",  # the worker died (signal, os._exit, CUDA fault) before reporting
     "implausible",  # faster than the task's roofline floor allows
+    "too_big",  # the task's reference side does not fit this device's memory (not the candidate)
 )
 ENERGY_SOURCES = ("nvml", "sampler", "model", "none")
 # Statuses that prove the candidate loaded. timeout and crashed do not: the worker may have died
 # while compiling, so they count against the compile rate.
-COMPILED = ("ok", "runtime_error", "incorrect", "implausible")
+COMPILED = ("ok", "runtime_error", "incorrect", "implausible", "too_big")
 
 
 @dataclass(frozen=True)
@@ -107,11 +108,21 @@ def geometric_mean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+# The reference and the candidate are timed in two processes, which differ systematically, not
+# only by noise: upstream KernelBench L1 references timed against themselves on the H200
+# (2026-12-02, 77 problems, docs/benchmarks.md) had speedups from 0.88 to 1.09 and interval lower
+# ends up to 1.066 (one outlier, 1.25, on 0.5 ms batches), so 40 of 77 copies were "faster" by
+# the interval alone, 1 of 77 with this margin. Faster therefore means the interval's lower end
+# is above `than` x (1 + SPEED_BIAS_MARGIN).
+SPEED_BIAS_MARGIN = 0.10
+
+
 def faster(record: EvalRecord, than: float = 1.0) -> bool:
-    """Faster than `than` x the reference beyond noise: the interval's lower end is above it
-    (records without an interval, from older runs, fall back to the point estimate)."""
+    """Faster than `than` x the reference beyond noise and the two processes' bias: the interval's
+    lower end is above than x (1 + SPEED_BIAS_MARGIN) (records without an interval, from older
+    runs, fall back to the point estimate)."""
     low = record.speedup_low if record.speedup_low is not None else record.speedup
-    return low is not None and low > than
+    return low is not None and low > than * (1 + SPEED_BIAS_MARGIN)
 
 
 def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
@@ -121,8 +132,8 @@ def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
     - correct_rate: candidates with status ok
     - geomean_speedup: geometric mean of speedup over ok candidates (None if there are none)
     - fast_1: candidates that are ok AND faster than the reference beyond noise (the lower end
-      of the speedup's 95% interval above 1; KernelBench's fast_p, p=1, counts any speedup > 1,
-      which makes ties coin flips)
+      of the speedup's 95% interval above 1 + SPEED_BIAS_MARGIN; KernelBench's fast_p, p=1,
+      counts any speedup > 1, which makes ties coin flips)
     - energy_source: not a number; the caller labels energy figures with it
     """
     n = len(records)

@@ -80,6 +80,8 @@ class Stage:
 
     calls: list[list[Arg]]
     output_bytes: int = 0  # what the reference's outputs of these calls take: allocated ahead
+    device_memory: bool = False  # these inputs and the next Go's outputs travel as CUDA VMM fds
+    #                              (warpk.evaluator.cudashare), not memfds
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ class Go:
     poison: bool = False
     repeat: int = 0  # > 0: run this many calls cycling through the staged inputs (an energy
     #                  loop) and send only the last call's output
-    release: bool = False  # after sending, give freed device memory back (huge tasks)
+    release: bool = False  # before answering, drop the staged inputs and give freed device
+    #                        memory back (huge tasks: the trusted side needs it next)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ are handed to it, its outputs are checked as bytes in another process, and its c
 by that process's wall clock. This module limits what it can do to the machine.
   Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root
   that holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys),
-  the few /etc files they need (not /etc/shadow), this Python installation and the `warpk`
+  the few /etc files they need (not /etc/shadow), this Python installation, the install
+  prefixes of the compilers on PATH (a cluster's gcc or CUDA in /opt or /apps) and the `warpk`
   package: no $HOME, /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private,
   empty tmpfs; its working dir (also $TMPDIR) and, for a CUDA candidate, its own build dir are
   the only writable places; own PID namespace (it cannot see or signal other processes, and everything
@@ -120,6 +121,24 @@ def _python_paths() -> list[Path]:
     return sorted(p for p in {q.resolve() for q in paths} if allowed(p))
 
 
+TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
+
+
+def _toolchain_prefixes() -> list[Path]:
+    """Install prefixes (.../bin/g++ -> ...) of the compilers on PATH, $CC and $CXX that lie
+    outside the system folders and the project: load_inline needs them in the sandbox."""
+    system = [Path(d) for d in SYSTEM_DIRS]
+    found = set()
+    for name in (*TOOLCHAIN, os.environ.get("CC"), os.environ.get("CXX")):
+        path = shutil.which(name) if name else None
+        for candidate in {Path(path), Path(os.path.realpath(path))} if path else ():
+            prefix = candidate.parent.parent
+            inside = [prefix, *prefix.parents]
+            if prefix != Path("/") and not any(d in inside for d in system) and PROJECT_ROOT not in inside:
+                found.add(prefix)
+    return sorted(found)
+
+
 def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
     """Mount a host path at the same place (a symlink, e.g. /bin -> usr/bin, stays a symlink)."""
     if os.path.islink(path) and mode == "--ro-bind":
@@ -136,7 +155,7 @@ def bwrap_command(home: Path, build_dir: Path | None, gpu: str | None) -> list[s
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if cuda and not cuda.startswith("/usr/"):
         _mount(cuda, cmd)
-    for folder in _python_paths():
+    for folder in [*_python_paths(), *_toolchain_prefixes()]:
         _mount(str(folder), cmd)
     _mount(str(PACKAGE_DIR), cmd)
     cmd += ["--proc", "/proc", "--dev", "/dev"]

@@ -8,8 +8,11 @@ the file under the trusted reader (which would fault it with SIGBUS). `unpack` r
 is not a sealed regular file of the right size, a dtype outside DTYPES, a negative or oversized
 shape, or a misaligned offset: all `ProtocolError`, i.e. the candidate's fault.
 
-On a GPU the bytes go through host memory (device -> memfd -> device): simple and valid across
-PID namespaces; CUDA IPC would save the copies (not done, see the sandbox's threat model).
+On a GPU, big batches stay on the device instead (`Carrier(on_device=True)`): the sender copies them
+into a CUDA VMM allocation and sends it as an fd (warpk.evaluator.cudashare). Device memory
+cannot be sealed, so a receiver copies the bytes out before it believes them (`Carrier.unpack`);
+the untrusted worker uses staged inputs in place (`Carrier.decode_calls`): the trusted side never
+reads what it handed over again.
 
 Non-goals: no messages (warpk.evaluator.protocol), no verification (warpk.evaluator.checks).
 """
@@ -25,6 +28,7 @@ import stat
 from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
 
 ALIGN = 64
+TRIP_CHUNK_BYTES = 256 << 20  # the reference's device round trip goes through a buffer this big
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
 DTYPES = (
     "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
@@ -174,8 +178,12 @@ def encode_calls(torch, calls: list[list]) -> tuple[int | None, list[list[Arg]]]
     """Each call's arguments as Args over one memfd holding every tensor of every call."""
     tensors = [a for call in calls for a in call if isinstance(a, torch.Tensor)]
     fd, specs = pack(torch, tensors)
+    return fd, _args(calls, specs, torch)
+
+
+def _args(calls: list[list], specs: list[TensorSpec], torch) -> list[list[Arg]]:
     specs_iter = iter(specs)
-    encoded = [
+    return [
         [
             Arg(tensor=next(specs_iter))
             if isinstance(a, torch.Tensor)
@@ -184,7 +192,6 @@ def encode_calls(torch, calls: list[list]) -> tuple[int | None, list[list[Arg]]]
         ]
         for call in calls
     ]
-    return fd, encoded
 
 
 def decode_calls(torch, fd: int | None, calls: list[list[Arg]], device) -> list[list]:
@@ -193,3 +200,157 @@ def decode_calls(torch, fd: int | None, calls: list[list[Arg]], device) -> list[
     size = os.fstat(fd).st_size if fd is not None else 0
     tensors = iter(unpack(torch, fd, specs, device, size))
     return [[next(tensors) if a.tensor is not None else a.value for a in call] for call in calls]
+
+
+# --- device memory (a GPU on both sides) -------------------------------------------------------
+class DeviceOutbox:
+    """An exportable device buffer allocated ahead, filled once; `seal_with` hands back an fd
+    that keeps the memory alive after this object is closed (the sender need keep nothing)."""
+
+    def __init__(self, torch, device, nbytes: int = 0):
+        self.torch, self.device = torch, device
+        self.buffer = self.export = None
+        if nbytes > 0:
+            self._allocate(nbytes)
+
+    def _allocate(self, nbytes: int) -> None:
+        from warpk.evaluator.cudashare import allocate
+
+        self.buffer = self.export = None  # the old one goes first: memory is what is scarce
+        self.buffer, self.export = allocate(self.torch, self.device, nbytes)
+
+    def close(self) -> None:
+        self.buffer = self.export = None
+
+    def seal_with(self, torch, tensors: list) -> tuple[int | None, list[TensorSpec]]:
+        specs, needed = layout(tensors)
+        if not tensors or not needed:
+            self.close()
+            return None, specs
+        try:
+            if self.buffer is None or needed > self.buffer.numel():
+                self._allocate(needed)
+            for t, spec in zip(tensors, specs, strict=True):
+                n = t.numel() * t.element_size()
+                if n:
+                    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+                    self.buffer[spec.offset : spec.offset + n].copy_(flat)
+            torch.cuda.synchronize(self.device)
+            fd = self.export()
+        except BaseException:
+            self.close()
+            raise
+        return fd, specs  # the caller closes this outbox once fd is sent (unmapping takes time)
+
+
+def _device_bytes(torch, fd: int | None, specs: list[TensorSpec], device, limit_bytes: int):
+    """(uint8 view of the allocation behind fd, or None for no bytes)."""
+    from warpk.evaluator.cudashare import CudaShareError, import_fd
+
+    needed = max((s.offset + _nbytes(torch, s, limit_bytes) for s in specs), default=0)
+    if needed == 0:
+        return None
+    if fd is None:
+        raise ProtocolError("tensor bytes were announced but no device memory came with the message")
+    try:
+        return import_fd(torch, device, fd, needed)
+    except CudaShareError as err:
+        raise ProtocolError(f"the attached device memory cannot be mapped: {err}") from err
+
+
+def _views(torch, buffer, specs: list[TensorSpec], limit_bytes: int) -> list:
+    out = []
+    for spec in specs:
+        n = _nbytes(torch, spec, limit_bytes)
+        out.append(buffer[spec.offset : spec.offset + n].view(_dtype(torch, spec.dtype)).reshape(spec.shape))
+    return out
+
+
+class Carrier:
+    """How tensors cross between the two workers: sealed memfds in host memory, or (a GPU on both
+    sides, `on_device`) CUDA VMM allocations. The same calls either way."""
+
+    def __init__(self, torch, device, on_device: bool):
+        self.torch, self.device, self.on_device = torch, device, on_device
+        self.mapped = None  # the last imported device buffer, kept until `unmap`
+
+    def outbox(self, nbytes: int = 0):
+        return DeviceOutbox(self.torch, self.device, nbytes) if self.on_device else Outbox(nbytes)
+
+    def pack(self, tensors: list) -> tuple[int | None, list[TensorSpec]]:
+        return self.outbox().seal_with(self.torch, tensors)
+
+    def unpack(self, fd: int | None, specs: list[TensorSpec], limit_bytes: int) -> list:
+        """Copies, on this side's device, of the tensors behind fd (closed here). A device copy
+        is complete (synchronised) when this returns: the sender can no longer change it."""
+        torch = self.torch
+        if not self.on_device:
+            if fd is not None:
+                limit_bytes = min(limit_bytes, os.fstat(fd).st_size)
+            return unpack(torch, fd, specs, self.device, limit_bytes)
+        self.unmap()
+        try:
+            buffer = _device_bytes(torch, fd, specs, self.device, limit_bytes)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if buffer is None:
+            return [torch.empty(s.shape, dtype=_dtype(torch, s.dtype), device=self.device) for s in specs]
+        copies = [v.clone() for v in _views(torch, buffer, specs, limit_bytes)]
+        torch.cuda.synchronize(self.device)
+        self.mapped = buffer  # unmapped by the next unpack or `unmap`, after the caller's clock
+        return copies
+
+    def unmap(self) -> None:
+        self.mapped = None
+
+    def round_trip(self, nbytes: int):
+        """A function that sends tensors there and back the way outputs travel (the reference's
+        delivery cost, which the candidate's wall clock is allowed), prepared for `nbytes`.
+        On the device it goes through a bounded buffer: the same two copies of every byte
+        without a second copy of a huge output."""
+        torch = self.torch
+        if not self.on_device:
+            outbox = Outbox(nbytes)
+
+            def host_trip(tensors: list) -> list[TensorSpec]:
+                fd, specs = outbox.seal_with(torch, tensors)
+                self.unpack(fd, specs, 1 << 50)
+                return specs
+
+            return host_trip
+        staging = torch.empty(max(1, min(nbytes, TRIP_CHUNK_BYTES)), dtype=torch.uint8, device=self.device)
+
+        def device_trip(tensors: list) -> list[TensorSpec]:
+            for t in tensors:
+                flat = t.detach().reshape(-1).view(torch.uint8)
+                for at in range(0, flat.numel(), staging.numel()):
+                    chunk = flat[at : at + staging.numel()]
+                    staging[: chunk.numel()].copy_(chunk)
+                    chunk.copy_(staging[: chunk.numel()])
+            torch.cuda.synchronize(self.device)
+            return layout(tensors)[0]
+
+        return device_trip
+
+    def encode_calls(self, calls: list[list]) -> tuple[int | None, list[list[Arg]]]:
+        tensors = [a for call in calls for a in call if isinstance(a, self.torch.Tensor)]
+        fd, specs = self.pack(tensors)
+        return fd, _args(calls, specs, self.torch)
+
+    def decode_calls(self, fd: int | None, calls: list[list[Arg]]) -> list[list]:
+        """The calls' arguments on this side's device: in place in the sender's device memory
+        (nothing here is believed by the sender), or copied out of a memfd."""
+        torch = self.torch
+        specs = [a.tensor for call in calls for a in call if a.tensor is not None]
+        if not self.on_device:
+            return decode_calls(torch, fd, calls, self.device)
+        try:
+            buffer = _device_bytes(torch, fd, specs, self.device, 1 << 50)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if buffer is None:
+            buffer = torch.empty(0, dtype=torch.uint8, device=self.device)
+        tensors = iter(_views(torch, buffer, specs, 1 << 50))
+        return [[next(tensors) if a.tensor is not None else a.value for a in call] for call in calls]

@@ -52,13 +52,15 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, check_correct, flatten, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.speed import speed_summary
-from warpk.evaluator.transport import Outbox, encode_calls, layout, unpack
+from warpk.evaluator.transport import Carrier, layout
 
 MAX_CALLS_PER_BATCH = 4096
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
-# correctness, and its timed batches run the reference first and free its inputs before the
-# candidate runs, so peak device memory stays about KernelBench's (inputs + 2 x outputs).
+# correctness, and the candidate runs first, then the reference on the same inputs drawn again,
+# so peak device memory stays about KernelBench's (inputs + 2 x outputs; docs/evaluator.md §3).
 BIG_IO_BYTES = 1 << 30
+# On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
+DEVICE_MEMORY_BYTES = 256 << 20
 ENERGY_INPUT_SETS = 3  # fresh input sets an energy loop cycles through
 # The candidate's reported time must be >= its go->outputs wall time, less the delivery the
 # reference needed for the same bytes (x OVERHEAD_FACTOR), less WALL_SLACK_MS (IPC, JSON) and
@@ -99,6 +101,8 @@ class Session:
             k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
         }
         self.result: dict = {"device": dev.name}
+        self.carriers = {on: Carrier(torch, dev.device, on) for on in {False, dev.cuda}}
+        self.carrier = self.carriers[False]  # the last Stage's (the next outputs come the same way)
         self.phase = "load"
         self.ref_call_s = None  # the reference's time per call, once known
         self.out_bytes = 0  # bytes of the reference's outputs of one call, once known
@@ -163,7 +167,7 @@ class Session:
         with torch.device(self.dev.device):
             torch.manual_seed(seed)
             self.reference = self.task.Model(*init_args).to(self.dev.device).eval()
-        fd, (encoded,) = encode_calls(torch, [init_args])
+        fd, (encoded,) = self.carriers[False].encode_calls([init_args])
         try:
             self.ask(wire.Build(seed, encoded), fd, self.limit_for(1) + self.s.run_timeout_s)
         finally:
@@ -173,39 +177,49 @@ class Session:
     def stage(self, calls: list[list]) -> None:
         self.stage_encoded(*self.encode(calls))
 
+    def carrier_for(self, calls: int) -> Carrier:
+        """Host memfds, or on a GPU device memory once a batch moves DEVICE_MEMORY_BYTES or more
+        either way (below that the memfd's smaller fixed cost wins, and it is what the
+        reference's delivery is measured with)."""
+        moved = max(self.in_bytes, self.out_bytes) * calls
+        return self.carriers[self.dev.cuda and moved >= DEVICE_MEMORY_BYTES]
+
     def encode(self, calls: list[list]) -> tuple[int | None, list]:
-        """The calls' inputs in a sealed memfd (the device copies may go after this)."""
+        """The calls' inputs packed for the untrusted worker (our own copies may go after this)."""
         self.in_bytes = max(layout([x for x in c if isinstance(x, self.torch.Tensor)])[1] for c in calls)
-        return encode_calls(self.torch, calls)
+        self.carrier = self.carrier_for(len(calls))
+        return self.carrier.encode_calls(calls)
 
     def stage_encoded(self, fd: int | None, encoded: list) -> None:
         """Hand encoded calls to the untrusted worker (the fd is closed here)."""
         try:
-            self.ask(wire.Stage(encoded, self.out_bytes * len(encoded)), fd)
+            self.ask(wire.Stage(encoded, self.out_bytes * len(encoded), self.carrier.on_device), fd)
         finally:
             if fd is not None:
                 os.close(fd)
 
-    def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, int | None, float]:
-        """(Ran, its memfd, wall ms from sending Go to having the whole answer)."""
+    def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, list[list], list[list], float]:
+        """(Ran, its outputs, its reported inputs, wall ms from sending Go to having copies of
+        the outputs here: device memory the candidate could still write is never believed)."""
         start = time.perf_counter()
         ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
-        wall_ms = (self.arrived - start) * 1e3
         if len(ran.outputs) != calls:
             if fd is not None:
                 os.close(fd)
             raise Verdict("incorrect", f"{calls} calls were run but {len(ran.outputs)} outputs came back")
-        return ran, fd, wall_ms
+        outs, ins = self.outputs_of(ran, fd)
+        wall_ms = (time.perf_counter() - start) * 1e3
+        self.carrier.unmap()
+        return ran, outs, ins, wall_ms
 
     def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]:
-        """The candidate's outputs (and reported inputs) rebuilt on this device from the memfd."""
+        """Copies here of the candidate's outputs (and reported inputs) from what came with `ran`."""
         specs = [s for call in ran.outputs for s in call] + [s for call in ran.inputs_after for s in call]
-        size = os.fstat(fd).st_size if fd is not None else 0
         # At most 8x the bytes of the reference's outputs (a wider dtype is the verdict's business,
         # an incorrect one) plus the staged inputs: a candidate cannot make this process allocate
         # what it likes.
         allowed = (8 * max(self.out_bytes, 1) + self.in_bytes) * len(ran.outputs) + 64 * (len(specs) + 1)
-        tensors = iter(unpack(self.torch, fd, specs, self.dev.device, min(size, allowed)))
+        tensors = iter(self.carrier.unpack(fd, specs, allowed))
         outs = [[next(tensors) for _ in call] for call in ran.outputs]
         ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
         return outs, ins
@@ -216,17 +230,17 @@ class Session:
             self.torch.cuda.empty_cache()
 
     def reference_batch(self, calls: list[list]) -> tuple[list, float, float]:
-        """(outputs, compute ms, wall ms) of the reference, delivered the way the candidate's are."""
-        outbox = Outbox(self.out_bytes * len(calls))
+        """(outputs, compute ms, wall ms) of the reference, delivered the way the candidate's are:
+        packed, described, and copied back out."""
+        trip = self.carrier_for(len(calls)).round_trip(self.out_bytes * len(calls))
         start = time.perf_counter()
         outputs, compute_ms = self.dev.run_calls(self.reference, calls)
         flat = [flatten(out) for out in outputs]
-        fd, specs = outbox.seal_with(self.torch, [o for out in flat for o in out])
-        it = iter(specs)  # the answer's metadata, encoded and parsed as the candidate's is
-        json.loads(json.dumps(wire.to_wire(wire.Ran("ok", None, [[next(it) for _ in o] for o in flat]))))
+        it = iter(trip([o for out in flat for o in out]))
+        # the answer's metadata, encoded, parsed and validated as the candidate's is
+        ran = wire.Ran("ok", None, [[next(it) for _ in out] for out in flat], [], compute_ms)
+        wire.decode(json.loads(json.dumps(wire.to_wire(ran))), (wire.Ran,))
         wall_ms = (time.perf_counter() - start) * 1e3
-        if fd is not None:
-            os.close(fd)
         return outputs, compute_ms, wall_ms
 
     # --- the protocol ------------------------------------------------------------------------------
@@ -236,31 +250,44 @@ class Session:
         self.phase = "correctness"
         worst_abs = worst_rel = 0.0
         ref_times, seed = [], 0
+
+        def reference(inputs: list):
+            start = time.perf_counter()
+            out = self.reference(*inputs)
+            self.dev.sync()
+            ref_times.append(time.perf_counter() - start)
+            self.ref_call_s = max(ref_times)  # the next limit scales with the reference too
+            self.out_bytes = layout([o for o in flatten(out) if isinstance(o, torch.Tensor)])[1]
+            return out
+
         for trial in range(s.correctness_trials):
             seed = secrets.randbits(63)
             inputs = self.inputs(seed)
+            ref_out = reference(inputs) if trial == 0 else None  # the first also sizes the task
             in_bytes = layout([x for x in inputs if isinstance(x, torch.Tensor)])[1]
-            # The determinism re-run and the returned inputs cost memory: not for huge tasks.
-            repeats = 2 if trial == 0 and in_bytes + self.out_bytes <= BIG_IO_BYTES else 1
-            check_inputs = in_bytes <= BIG_IO_BYTES // 2
+            # A huge task runs the candidate first and the reference after it on the same inputs
+            # drawn again, so one set of outputs at a time is held (docs/evaluator.md §3).
+            # Its determinism re-run and returned inputs are skipped: they cost memory.
+            big = in_bytes + self.out_bytes > BIG_IO_BYTES
+            if big:
+                ref_out = None
+                self.release()
+            elif ref_out is None:
+                ref_out = reference(inputs)
+            repeats = 2 if trial == 0 and not big else 1
             encoded = self.encode([inputs] * repeats)
-            start = time.perf_counter()
-            ref_out = self.reference(*inputs)
-            self.dev.sync()
-            ref_times.append(time.perf_counter() - start)
-            self.ref_call_s = max(ref_times)  # this trial's limit scales with the reference too
-            del inputs  # the candidate's copy is in the memfd; ours is redrawn from the seed if needed
-            self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, torch.Tensor)])[1]
+            del inputs  # the candidate's copy is packed; ours is drawn again from the seed if needed
             self.stage_encoded(*encoded)  # after the reference: its inputs reach it just before Go
             limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
-            ran, fd, _ = self.go(repeats, limit, return_inputs=check_inputs, poison=True)
-            outs, ins = self.outputs_of(ran, fd)
+            _, outs, ins, _ = self.go(repeats, limit, return_inputs=not big, poison=True, release=big)
+            if big:
+                ref_out = reference(self.inputs(seed))
             for k, out in enumerate(outs):
                 where = f"trial {trial}" + (" (the same inputs again: non-deterministic?)" if k else "")
                 abs_err, rel_err = check_correct(torch, ref_out, out, s, where)
                 worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
             del outs, ref_out
-            if check_inputs:
+            if ins:
                 pristine = [x for x in self.inputs(seed) if isinstance(x, torch.Tensor)]
                 if any(not same_inputs(torch, got, pristine) for got in ins):
                     raise Verdict("incorrect", "the candidate modified its inputs in place")
@@ -300,22 +327,26 @@ class Session:
         batch = -1
         while len(new_ms) < s.timing_batches and len(refused) <= REFUSALS_PER_BATCH * s.timing_batches:
             batch += 1  # batch 0 warms both up and is not used
-            calls = [self.inputs(secrets.randbits(63)) for _ in range(k)]
+            seeds = [secrets.randbits(63) for _ in range(k)]
+            calls = [self.inputs(seed) for seed in seeds]
             encoded = self.encode(calls)
+            # A huge task: the candidate first, then the reference on the same inputs drawn again
+            # (one set of outputs held at a time); otherwise a random order per batch.
             big = self.result["io_bytes"] > BIG_IO_BYTES
-            candidate_first = not big and secrets.randbelow(2) == 1
+            candidate_first = big or secrets.randbelow(2) == 1
             # The candidate gets its inputs just before its Go, never while the reference runs.
             if candidate_first:
+                if big:
+                    del calls
                 self.stage_encoded(*encoded)
-                ran, fd, wall_ms = self.go(k, self.limit_for(k))
+                ran, outs, _, wall_ms = self.go(k, self.limit_for(k), release=big)
+                if big:
+                    calls = [self.inputs(seed) for seed in seeds]
             ref_outs, r_ms, r_wall_ms = self.reference_batch(calls)
             del calls
-            if big:
-                self.release()
             if not candidate_first:
                 self.stage_encoded(*encoded)
-                ran, fd, wall_ms = self.go(k, self.limit_for(k), release=big)
-            outs, _ = self.outputs_of(ran, fd)
+                ran, outs, _, wall_ms = self.go(k, self.limit_for(k))
             for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
                 check_correct(torch, ref_out, out, s, f"timed call {i} of batch {batch}")
             del outs, ref_outs
@@ -357,11 +388,11 @@ class Session:
             self.apply_shape(name)
             self.build()
             inputs = self.inputs(secrets.randbits(63))
-            self.stage([inputs])
             ref_out = self.reference(*inputs)
             self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)])[1]
-            ran, fd, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
-            (out,), _ = self.outputs_of(ran, fd)
+            self.stage([inputs])
+            del inputs
+            _, (out,), _, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
             check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
 
     def energy(self) -> None:
@@ -455,6 +486,9 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
     except wire.ProtocolError as err:
         return wire.Measurement("crashed", f"the candidate's worker broke the protocol: {err}"[:500],
                                 session.phase if session else None)
+    except (MemoryError, torch.cuda.OutOfMemoryError) as err:  # the reference side: the task
+        reason = f"the task does not fit this device's memory on the reference's side: {one_line(err)}"
+        return wire.Measurement("too_big", reason[:500], session.phase if session else None)
     except Exception as err:  # noqa: BLE001 - the task or this harness failed: say so
         where = "".join(traceback.format_exception_only(err)).strip()[-300:]
         status = "crashed" if "CUDA error" in str(err) else "runtime_error"

@@ -31,7 +31,7 @@ from pathlib import Path
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import flatten
 from warpk.evaluator.devices import Device
-from warpk.evaluator.transport import Outbox, decode_calls
+from warpk.evaluator.transport import Carrier
 
 CANDIDATE_FILE = "candidate.py"
 
@@ -96,7 +96,10 @@ class Harness:
         self.module = None
         self.model = None
         self.staged: list[list] = []
-        self.outbox: Outbox | None = None
+        self.carriers: dict[bool, Carrier] = {}  # by device_memory
+        self.carrier: Carrier | None = None  # the last Stage's: the next outputs go the same way
+        self.outbox = None  # where the next outputs go, allocated ahead
+        self.sent = None  # the last outputs' buffer, dropped once they are sent
 
     def on_load(self, msg: wire.Load) -> wire.Reply:
         start = time.perf_counter()
@@ -112,11 +115,13 @@ class Harness:
             return wire.Reply("static_reject", "ModelNew is not a class after loading the module")
         if not msg.compile_only:
             self.dev = Device(torch, msg.device)
+            self.carriers = {on: Carrier(torch, self.dev.device, on) for on in {False, self.dev.cuda}}
+            self.carrier = self.carriers[False]
         return wire.Reply("ok", None, time.perf_counter() - start)
 
     def on_build(self, msg: wire.Build, fd: int | None) -> wire.Reply:
         torch = self.torch
-        (init_args,) = decode_calls(torch, fd, [msg.init_args], self.dev.device)
+        (init_args,) = self.carrier.decode_calls(fd, [msg.init_args])
         self.model = None
         try:
             with torch.device(self.dev.device):
@@ -128,10 +133,11 @@ class Harness:
 
     def on_stage(self, msg: wire.Stage, fd: int | None) -> wire.Reply:
         self.staged = []
-        self.staged = decode_calls(self.torch, fd, msg.calls, self.dev.device)
+        self.carrier = self.carriers[msg.device_memory and self.dev.cuda]
+        self.staged = self.carrier.decode_calls(fd, msg.calls)
         if self.outbox is not None:
             self.outbox.close()
-        self.outbox = Outbox(min(msg.output_bytes, 1 << 40))
+        self.outbox = self.carrier.outbox(min(msg.output_bytes, 1 << 40))
         self.dev.sync()
         return wire.Reply("ok")
 
@@ -160,17 +166,24 @@ class Harness:
         tensors = [o for call in flat for o in call]
         staged = self.staged if msg.return_inputs else []
         inputs = [a for call in staged for a in call if isinstance(a, torch.Tensor)]
-        outbox, self.outbox = self.outbox or Outbox(), None
+        outbox, self.outbox = self.outbox or self.carrier.outbox(), None
         fd, specs = outbox.seal_with(torch, tensors + inputs)
+        self.sent = outbox  # unmapped after the answer is sent, not inside the timed wall
         it = iter(specs)
         out_specs = [[next(it) for _ in call] for call in flat]
         in_specs = [[next(it) for a in call if isinstance(a, torch.Tensor)] for call in staged]
-        if msg.repeat == 0:
+        if msg.repeat == 0 or msg.release:
             self.staged = []
-        if msg.release and dev.cuda:
-            del tensors, inputs, flat, outputs
-            torch.cuda.empty_cache()  # the trusted side unpacks our outputs next, on the same GPU
         return wire.Ran("ok", None, out_specs, in_specs, compute_ms), fd
+
+    def after_send(self, msg: wire.Go) -> None:
+        """What waits until the answer is out: unmapping, and for huge tasks giving the device
+        memory back (the trusted side copies our outputs meanwhile, on the same GPU)."""
+        if self.sent is not None:
+            self.sent.close()
+            self.sent = None
+        if msg.release and self.dev.cuda:
+            self.torch.cuda.empty_cache()
 
     def serve(self) -> int:
         msg, _ = wire.recv(self.sock, (wire.Load,))
@@ -191,6 +204,7 @@ class Harness:
                 wire.send(self.sock, ran, out_fd)
                 if out_fd is not None:
                     os.close(out_fd)
+                self.after_send(msg)
 
 
 def main() -> int:

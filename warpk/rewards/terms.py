@@ -33,6 +33,7 @@ TIER_FIELD = {
     "crashed": "reward_compile_error",
     "runtime_error": "reward_incorrect",
     "incorrect": "reward_incorrect",
+    "too_big": "reward_incorrect",  # the task, not the candidate: every candidate of it scores alike
 }
 
 
