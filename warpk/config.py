@@ -160,6 +160,9 @@ class HardwareConfig(_Checked):
     cores: int | None = number(None, 1)  # CPU cores (cpu profile) the power model scales by
     clock_profiles: list[ClockProfile] = field(default_factory=list)
     min_energy_window_s: float | None = number(None, 0.0)
+    # nvml energy: stop measuring once both sides' stated uncertainty is within this share of
+    # their energy (from the second round; evaluate.energy_repeats rounds at most); 0: always the cap
+    energy_rel_uncertainty: float = number(0.01, 0.0, 1.0)
     cuda_arch: str | None = None  # TORCH_CUDA_ARCH_LIST for CUDA builds, e.g. "9.0" on Hopper
     source: str = ""  # where the numbers come from
 
@@ -249,7 +252,7 @@ class EvaluateConfig(_Checked):
     # Energy per call: nvml = measured on the GPU's NVML counter (docs/energy.md), model = power
     # model x runtime, none = not measured; auto = nvml on a cuda device, model on the CPU.
     energy: str = one_of("auto", "auto", "nvml", "model", "none")
-    energy_repeats: int = number(3, 1, 100)  # nvml: aligned windows each of reference and candidate
+    energy_repeats: int = number(3, 1, 100)  # nvml: rounds (an aligned window of each) at most
 
     def memory_limit(self) -> float:
         """GB of host memory one candidate's processes may hold (0 = half of this host's RAM)."""

@@ -25,7 +25,7 @@ STATUSES = (
     "timeout",  # the worker outran its wall-clock limit and was killed
     "crashed",  # the worker died (signal, os._exit, CUDA fault) before reporting
     "implausible",  # faster than the task's roofline floor allows
-    "too_big",  # the task's reference side does not fit this device's memory (not the candidate)
+    "too_big",  # the reference's side ran out of device memory before the candidate ran any call
 )
 ENERGY_SOURCES = ("nvml", "sampler", "model", "none")
 # Statuses that prove the candidate loaded. timeout and crashed do not: the worker may have died

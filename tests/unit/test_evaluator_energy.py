@@ -203,3 +203,20 @@ def test_results_table_says_why_energy_is_missing():
     console = Console(width=400, record=True)
     console.print(results_table([record], "h200"))
     assert "energy not measured: nvml energy measurement failed" in console.export_text()
+
+
+@pytest.mark.parametrize(("target", "rounds"), [(0.0, 5), (0.02, 2), (1e-12, 5)])
+def test_measure_pair_stops_once_both_sides_reach_the_target_uncertainty(target, rounds):
+    """hardware.energy_rel_uncertainty: the simulated GPU is steady, so two rounds reach 2%; an
+    unreachable target, or none, runs the cap (5 rounds)."""
+    gpu = FakeGpu(idle_w=100.0, phase_s=0.0637)
+    meter = NvmlEnergyMeter(0, MeterSettings(min_window_s=0.5, repeats=1, **FAST), nvml=fake_nvml([gpu]),
+                            clock=gpu.clock, sleep=gpu.sleep)
+    ref, new = (lambda: gpu.run(REF_S, REF_W)), (lambda: gpu.run(NEW_S, NEW_W))
+    calls, measure = [], meter.measure
+    meter.measure = lambda fn, sync: (calls.append(fn), measure(fn, sync=sync))[1]
+    fields = energy.measure_pair(meter, ref, new, no_sync, repeats=5, idle_window_s=0.3, rel_uncertainty=target)
+    assert len(calls) == 2 * rounds
+    if target >= 0.02:
+        assert fields["energy_uncertainty_j"] <= target * fields["energy_j"]
+        assert fields["ref_energy_uncertainty_j"] <= target * fields["ref_energy_j"]

@@ -240,3 +240,38 @@ def test_rewards_package_stays_light():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names.add(node.module.split(".")[0])
         assert not names & heavy, path.name
+
+
+# --- energy arms without measured energy ---------------------------------------------------------
+def test_an_energy_reward_without_measured_energy_says_it_trains_like_m1():
+    from warpk.config import RewardConfig
+    from warpk.rewards.terms import reads_energy, unmeasured_energy_note
+
+    m1, m2 = RewardConfig(name="kernel"), RewardConfig(name="energy", beta_energy=1.0, delta_power=0.1)
+    m3 = RewardConfig(name="ipw_blend", ipw_blend=0.25)
+    assert not reads_energy(m1) and reads_energy(m2) and reads_energy(m3)
+    assert unmeasured_energy_note(m1, "model") is None  # M1 never reads energy
+    assert unmeasured_energy_note(m2, "nvml") is None
+    for mode in ("model", "none"):
+        assert "trains exactly like M1" in unmeasured_energy_note(m2, mode)
+
+
+def test_the_report_marks_energy_arms_that_trained_without_energy(tmp_path):
+    from warpk.config import ReportConfig
+    from warpk.records import EvalRecord
+    from warpk.report.analysis import analyse
+    from warpk.report.energy import energy_policy
+    from warpk.report.runs import Run
+
+    def run(arm: str, seed: int, summary: dict) -> Run:
+        record = EvalRecord(task_id="t", candidate="c", candidate_sha="s", status="ok", hardware="cpu",
+                            speedup=1.0 + seed / 10, runtime_ms=1.0, ref_runtime_ms=1.0)
+        return Run(tmp_path / f"{arm}{seed}", arm, seed, "train", {"model": {"name": arm}}, "x", None, "-",
+                   (record,), summary, ())
+
+    runs = [run(arm, seed, {"reward_energy_measured": False} if arm == "m2" else {})
+            for arm in ("m1", "m2") for seed in (1, 2)]
+    analysis = analyse(runs, energy_policy(runs, False), ReportConfig(bootstrap_samples=200), seed=0)
+    notes = " ".join(n for table in analysis.tables for n in table.notes)
+    assert "Arm m2 trained without measured energy" in notes  # and only m2: M1 reads no energy
+    assert "Arms " not in notes

@@ -360,3 +360,20 @@ def test_a_timer_lie_on_the_gpu_is_implausible():
     record = evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "timer_lie.py"))
     assert record.status == "implausible"
     assert "trusted wall clock" in record.error or "roofline" in record.error
+
+
+def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypatch):
+    """A cluster's gcc in /opt is mounted (read-only) for load_inline; a `pip install --user`
+    ninja in ~/.local or a compiler in the project tree would expose private files: never."""
+    from warpk.evaluator import sandbox
+
+    home = sandbox.Path.home().resolve()
+    found = {
+        "g++": "/opt/gcc-13/bin/g++",
+        "ninja": str(home / ".local" / "bin" / "ninja"),
+        "nvcc": "/usr/local/cuda/bin/nvcc",  # under /usr: mounted already
+        "gcc": str(sandbox.PROJECT_ROOT / "tools" / "bin" / "gcc"),
+        "cc": str(sandbox.PROJECT_ROOT.parent / "bin" / "cc"),  # its prefix is above the project
+    }
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: found.get(name))
+    assert sandbox._toolchain_prefixes() == [sandbox.Path("/opt/gcc-13")]

@@ -283,3 +283,23 @@ def test_trl_reports_to_wandb_only_into_an_open_run():
 
     assert report_to(config("logger=disabled")) == "none"
     assert report_to(config("logger=wandb_offline")) in ("none", "wandb")  # "wandb" only if a run is open
+
+
+# --- energy only where it is used ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("model", "energy", "reward_energy", "heldout_energy"),
+    [
+        ("m1", "auto", "none", "model"),  # M1's reward reads no energy: its completions skip it
+        ("m2", "auto", "model", "model"),
+        ("m3", "auto", "model", "model"),
+        ("m1", "model", "model", "model"),  # asked for by the user: measured anyway
+    ],
+)
+def test_the_reward_evaluator_measures_energy_only_when_the_reward_reads_it(
+    model, energy, reward_energy, heldout_energy
+):
+    from warpk.trainers.common import build_evaluator
+
+    cfg = config(f"model={model}", f"evaluate.energy={energy}")
+    assert build_evaluator(cfg, for_reward=True).energy == reward_energy
+    assert build_evaluator(cfg).energy == heldout_energy

@@ -30,6 +30,7 @@ PINNED = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
 ON_DEVICE = 1  # CU_MEM_LOCATION_TYPE_DEVICE
 READ_WRITE = 3  # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 GRANULARITY_MINIMUM = 0
+NVIDIA_MAJOR = 195  # the NVIDIA driver's character devices
 
 
 class CudaShareError(RuntimeError):
@@ -157,7 +158,8 @@ def allocate(torch, device, nbytes: int):
 def import_fd(torch, device, fd: int, nbytes: int):
     """A uint8 tensor viewing the allocation behind `fd` (which stays the caller's to close);
     raises CudaShareError for an fd that is not such an allocation of >= nbytes."""
-    if not stat.S_ISCHR(os.fstat(fd).st_mode):  # an exported allocation is an nvidiactl fd
+    info = os.fstat(fd)  # an exported allocation is an fd of /dev/nvidiactl (major 195)
+    if not stat.S_ISCHR(info.st_mode) or os.major(info.st_rdev) != NVIDIA_MAJOR:
         raise CudaShareError("the attached fd is not a CUDA allocation")
     return torch.as_tensor(_Mapping(_index(device), nbytes, fd), device=device)
 

@@ -8,10 +8,13 @@ timing, on a CUDA device with `evaluate.energy=nvml`, the trusted worker opens a
 inputs, so the counter is read while the batch runs over there):
   1. the idle power is observed first (device synchronised, nothing of ours running) and
      reported beside the energies, never subtracted;
-  2. `repeats` rounds; each round measures the reference and the candidate back to back with
-     the same method (warmup, calibration, one aligned window spanning at least
+  2. rounds; each round measures the reference and the candidate back to back with the same
+     method (warmup, calibration, one aligned window spanning at least
      hardware.min_energy_window_s, warpk.telemetry.windows), alternating which goes first so
-     drift in temperature or clocks cannot favour either;
+     drift in temperature or clocks cannot favour either. With a target (hardware.
+     energy_rel_uncertainty) it stops after the first round, from the second on, in which both
+     sides' stated uncertainty is within the target of their energy; else after `repeats`
+     rounds (the cap; without a target, exactly `repeats`);
   3. each side's windows are summarised (mean energy per call, uncertainty = edge bound +
      standard error over windows, mean power, mean window length).
 
@@ -134,8 +137,13 @@ def open_cuda_meter(props, min_window_s: float, nvml=None, **kwargs) -> NvmlEner
 
 
 def measure_pair(meter: NvmlEnergyMeter, ref_fn: Callable[[], object], new_fn: Callable[[], object],
-                 sync: Callable[[], object], repeats: int, idle_window_s: float = IDLE_WINDOW_S) -> dict:
+                 sync: Callable[[], object], repeats: int, idle_window_s: float = IDLE_WINDOW_S,
+                 rel_uncertainty: float = 0.0) -> dict:
     """Energy per call of the reference and the candidate (see the module doc).
+
+    Args:
+        repeats: rounds at most (exactly, when rel_uncertainty is 0).
+        rel_uncertainty: stop once both sides' stated uncertainty / energy is at most this.
 
     Returns:
         The record's fields: energy_j, energy_uncertainty_j, avg_power_w, window_s, the same with
@@ -145,12 +153,22 @@ def measure_pair(meter: NvmlEnergyMeter, ref_fn: Callable[[], object], new_fn: C
     idle_w, period_s = meter.observe_idle(idle_window_s) if idle_window_s > 0 else (None, None)
     fns = {"ref": ref_fn, "new": new_fn}
     windows: dict[str, list] = {"ref": [], "new": []}
+
+    def summary(name: str):
+        return summarize(windows[name], meter.source, meter.settings.aligned, idle_w, period_s)
+
+    def precise_enough() -> bool:
+        return all(m.energy_uncertainty_j <= rel_uncertainty * abs(m.energy_j)
+                   for m in (summary("ref"), summary("new")))
+
     for round_ in range(repeats):
         for name in ("ref", "new") if round_ % 2 == 0 else ("new", "ref"):
             windows[name].extend(meter.measure(fns[name], sync=sync).windows)
+        if rel_uncertainty > 0 and round_ >= 1 and precise_enough():  # a spread needs 2 windows
+            break
     fields: dict = {"idle_power_w": idle_w}
     for name, prefix in (("new", ""), ("ref", "ref_")):
-        m = summarize(windows[name], meter.source, meter.settings.aligned, idle_w, period_s)
+        m = summary(name)
         fields[f"{prefix}energy_j"] = m.energy_j
         fields[f"{prefix}energy_uncertainty_j"] = m.energy_uncertainty_j
         fields[f"{prefix}avg_power_w"] = m.avg_power_w

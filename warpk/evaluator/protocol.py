@@ -92,8 +92,8 @@ class Go:
     poison: bool = False
     repeat: int = 0  # > 0: run this many calls cycling through the staged inputs (an energy
     #                  loop) and send only the last call's output
-    release: bool = False  # before answering, drop the staged inputs and give freed device
-    #                        memory back (huge tasks: the trusted side needs it next)
+    release: bool = False  # drop the staged inputs, and once the answer is sent give freed
+    #                        device memory back (huge tasks: the trusted side needs it next)
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,9 @@ class EnergySpec:
     """evaluate.energy=nvml: how the trusted worker measures both on the GPU's NVML counter."""
 
     min_window_s: float
-    repeats: int
+    repeats: int  # rounds at most
     idle_window_s: float
+    rel_uncertainty: float = 0.0  # stop once both sides are this precise (0: exactly `repeats`)
 
 
 @dataclass(frozen=True)

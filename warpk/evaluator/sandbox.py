@@ -126,16 +126,21 @@ TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
 
 def _toolchain_prefixes() -> list[Path]:
     """Install prefixes (.../bin/g++ -> ...) of the compilers on PATH, $CC and $CXX that lie
-    outside the system folders and the project: load_inline needs them in the sandbox."""
+    outside the system folders: load_inline needs them in the sandbox. Never a home folder, the
+    project tree or a folder above it (a `pip install --user` ninja would expose all of ~)."""
     system = [Path(d) for d in SYSTEM_DIRS]
+    private = [Path.home().resolve(), Path("/home"), Path("/root"), PROJECT_ROOT]
     found = set()
     for name in (*TOOLCHAIN, os.environ.get("CC"), os.environ.get("CXX")):
         path = shutil.which(name) if name else None
         for candidate in {Path(path), Path(os.path.realpath(path))} if path else ():
             prefix = candidate.parent.parent
-            inside = [prefix, *prefix.parents]
-            if prefix != Path("/") and not any(d in inside for d in system) and PROJECT_ROOT not in inside:
-                found.add(prefix)
+            above = [prefix, *prefix.parents]
+            if prefix == Path("/") or any(d in above for d in system):
+                continue
+            if any(p in above or prefix in p.parents for p in private):
+                continue  # inside a private folder, or above one
+            found.add(prefix)
     return sorted(found)
 
 

@@ -2,7 +2,7 @@
 
 The speedup is the median of the per-batch reference/candidate ratios, robust to a stalled
 batch, with a distribution-free 95% interval from order statistics; "faster" (records.faster)
-means its lower end is above 1.
+means its lower end is above 1 + records.SPEED_BIAS_MARGIN.
 
 Non-goals: no timing itself, no torch.
 """

@@ -1,6 +1,6 @@
 """Tensors across the trust boundary: raw bytes in sealed memfds, described by TensorSpecs.
 
-The sender packs contiguous tensor bytes into a fresh memfd (64-byte aligned), then seals it
+The sender packs contiguous tensor bytes into a fresh memfd (ALIGN-byte aligned), then seals it
 against writing, growing and shrinking (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK) before the
 fd travels with its message. So the bytes a receiver verifies are the bytes that existed when
 the message was sent: a candidate cannot change its outputs after handing them over, nor truncate
@@ -27,7 +27,7 @@ import stat
 
 from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
 
-ALIGN = 64
+ALIGN = 512  # what torch's CUDA caching allocator gives: kernels pick the same paths as for fresh tensors
 TRIP_CHUNK_BYTES = 256 << 20  # the reference's device round trip goes through a buffer this big
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
 DTYPES = (
@@ -51,7 +51,7 @@ def _aligned(n: int) -> int:
 
 
 def layout(tensors: list) -> tuple[list[TensorSpec], int]:
-    """Specs of `tensors` packed back to back (64-byte aligned), and the bytes they need."""
+    """Specs of `tensors` packed back to back (ALIGN-byte aligned), and the bytes they need."""
     specs, offset = [], 0
     for t in tensors:
         specs.append(TensorSpec(offset=offset, dtype=dtype_name(t.dtype), shape=list(t.shape)))
@@ -129,10 +129,15 @@ def open_sealed(fd: int | None, needed: int):
     return mmap.mmap(fd, info.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
 
-def _nbytes(torch, spec: TensorSpec, limit: int) -> int:
+def tensor_bytes(torch, spec: TensorSpec) -> int:
+    """Bytes of the tensor a spec describes (ProtocolError for a shape or dtype that is none)."""
     if any(d < 0 for d in spec.shape) or len(spec.shape) > 16:
         raise ProtocolError(f"shape {spec.shape[:17]} is not a tensor shape")
-    n = math.prod(spec.shape) * _dtype(torch, spec.dtype).itemsize
+    return math.prod(spec.shape) * _dtype(torch, spec.dtype).itemsize
+
+
+def _nbytes(torch, spec: TensorSpec, limit: int) -> int:
+    n = tensor_bytes(torch, spec)
     if spec.offset < 0 or spec.offset % ALIGN or spec.offset + n > limit:
         raise ProtocolError(f"a tensor at offset {spec.offset} of {n} bytes lies outside the memfd")
     return n

@@ -9,16 +9,18 @@ it drives the untrusted worker (warpk.evaluator.untrusted) through:
   2. build     Model here and ModelNew there, from one seed drawn per item    -> runtime_error
   3. correctness: `correctness_trials` trials, each on inputs drawn here from a seed made by
      `secrets` for that call (unknowable over there before the call); the outputs come back as
-     bytes in a sealed memfd and are compared here with the reference's; the first trial runs
+     bytes in a sealed memfd (on a GPU, for batches of >= DEVICE_MEMORY_BYTES, in device memory
+     that is copied here first) and are compared here with the reference's; the first trial runs
      twice on the same inputs (determinism) and every trial's inputs come back to be checked
      unmodified (an honest-bug check: the candidate reports them)              -> incorrect
   4. FLOPs and minimum bytes of one reference call (torch's flop counter) for the roofline
   5. timing: one warmup batch, then `timing_batches` batches of K calls, K sized so a batch of
      the reference lasts >= batch_target_ms (and fits batch_memory_bytes), each call on its own
-     fresh inputs, reference and candidate in a random order per batch. The reference's time is
-     measured here. The candidate's own CUDA-event (perf_counter on CPU) time is used for
-     resolution only when it is consistent with this process's wall clock from sending `Go` to
-     receiving its outputs: reported >= wall - (the reference's delivery overhead) - slack, else
+     fresh inputs, reference and candidate in a random order per batch (a task over BIG_IO_BYTES:
+     the candidate first). The reference's time is measured here. The candidate's own CUDA-event
+     (perf_counter on CPU) time is used for resolution only when it is consistent with this
+     process's wall clock from sending `Go` to having copies of its outputs here:
+     reported >= wall - (the reference's delivery overhead) - slack, else
      `implausible`. Every timed call's output is verified.                   -> incorrect
   6. energy (evaluate.energy=nvml, GPU only): both on the GPU's NVML counter, read here while
      the candidate's calls run over there (warpk.evaluator.energy); a meter failure is the
@@ -27,7 +29,7 @@ it drives the untrusted worker (warpk.evaluator.untrusted) through:
 A batch whose reported time the wall clock contradicts is not used (a stalled batch, or a lie)
 and another is run in its place; more than 3 x `timing_batches` of them -> `implausible`. Speedup =
 median of the per-batch reference/candidate ratios with a distribution-free 95% interval;
-"faster" means its lower end is above 1.
+"faster" (records.faster) means its lower end is above 1 + records.SPEED_BIAS_MARGIN.
 
 Every wait on the untrusted worker has a limit: compile_timeout_s for loading, otherwise
 run_timeout_s + run_timeout_factor x the reference's time for the same work -> timeout.
@@ -52,7 +54,7 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, check_correct, flatten, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.speed import speed_summary
-from warpk.evaluator.transport import Carrier, layout
+from warpk.evaluator.transport import ALIGN, Carrier, layout, tensor_bytes
 
 MAX_CALLS_PER_BATCH = 4096
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
@@ -72,6 +74,27 @@ OVERHEAD_FACTOR = 1.5
 # (seen in CI: 11 of 17 on a freshly installed 2-core box), so a candidate gets this many
 # replacements per wanted batch before it is `implausible`.
 REFUSALS_PER_BATCH = 3
+
+
+def fingerprint(torch, inputs: list) -> list[str]:
+    """Cheap sums of a call's inputs, to check that drawing them again gives the same ones."""
+    def one(x) -> str:
+        if not isinstance(x, torch.Tensor):
+            return repr(x)
+        values = torch.view_as_real(x) if x.is_complex() else x
+        return f"{tuple(x.shape)} {x.dtype} {float(values.sum(dtype=torch.float64))!r}"
+
+    return [one(x) for x in inputs]
+
+
+def check_redrawn(torch, calls: list[list], prints: list) -> None:
+    """A huge task's reference runs on its inputs drawn again from the seed: they must match."""
+    if [fingerprint(torch, c) for c in calls] != prints:
+        raise RuntimeError("the task's get_inputs() is not a function of torch.manual_seed alone "
+                           "(drawn again, its inputs differ), which a task over 1 GiB of inputs and "
+                           "outputs needs")
+
+
 def one_line(err: BaseException) -> str:
     text = " ".join(f"{type(err).__name__}: {err}".split())
     return text[:400]
@@ -107,6 +130,8 @@ class Session:
         self.ref_call_s = None  # the reference's time per call, once known
         self.out_bytes = 0  # bytes of the reference's outputs of one call, once known
         self.in_bytes = 0  # bytes of one staged call's inputs
+        self.out_count = self.in_count = 1  # tensors in one call's outputs / inputs, once known
+        self.went = False  # whether the candidate has run any call yet
         self.confirmed_call_ms = 0.0  # per call, what the trusted clock confirmed while timing
         self.arrived = 0.0  # when the last answer of the untrusted worker was received
 
@@ -186,7 +211,9 @@ class Session:
 
     def encode(self, calls: list[list]) -> tuple[int | None, list]:
         """The calls' inputs packed for the untrusted worker (our own copies may go after this)."""
-        self.in_bytes = max(layout([x for x in c if isinstance(x, self.torch.Tensor)])[1] for c in calls)
+        tensors = [[x for x in c if isinstance(x, self.torch.Tensor)] for c in calls]
+        self.in_bytes = max(layout(t)[1] for t in tensors)
+        self.in_count = max(1, max(len(t) for t in tensors))
         self.carrier = self.carrier_for(len(calls))
         return self.carrier.encode_calls(calls)
 
@@ -202,6 +229,7 @@ class Session:
         """(Ran, its outputs, its reported inputs, wall ms from sending Go to having copies of
         the outputs here: device memory the candidate could still write is never believed)."""
         start = time.perf_counter()
+        self.went = True
         ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
         if len(ran.outputs) != calls:
             if fd is not None:
@@ -215,10 +243,23 @@ class Session:
     def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]:
         """Copies here of the candidate's outputs (and reported inputs) from what came with `ran`."""
         specs = [s for call in ran.outputs for s in call] + [s for call in ran.inputs_after for s in call]
-        # At most 8x the bytes of the reference's outputs (a wider dtype is the verdict's business,
-        # an incorrect one) plus the staged inputs: a candidate cannot make this process allocate
+        # In all at most 8x the bytes of the reference's outputs (a wider dtype is the verdict's
+        # business, an incorrect one) plus the staged inputs, in at most as many tensors as the
+        # reference's outputs and the inputs have: a candidate cannot make this process allocate
         # what it likes.
-        allowed = (8 * max(self.out_bytes, 1) + self.in_bytes) * len(ran.outputs) + 64 * (len(specs) + 1)
+        calls = len(ran.outputs)
+        allowed = (8 * max(self.out_bytes, 1) + self.in_bytes) * calls + ALIGN * (len(specs) + 1)
+        most = (self.out_count + self.in_count) * calls
+        try:
+            if len(specs) > most:
+                raise wire.ProtocolError(f"{len(specs)} tensors came back for {calls} calls; at most {most}")
+            total = sum(tensor_bytes(self.torch, spec) for spec in specs)
+            if total > allowed:
+                raise wire.ProtocolError(f"{total} bytes of tensors came back; at most {allowed}")
+        except wire.ProtocolError:
+            if fd is not None:
+                os.close(fd)
+            raise
         tensors = iter(self.carrier.unpack(fd, specs, allowed))
         outs = [[next(tensors) for _ in call] for call in ran.outputs]
         ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
@@ -257,7 +298,8 @@ class Session:
             self.dev.sync()
             ref_times.append(time.perf_counter() - start)
             self.ref_call_s = max(ref_times)  # the next limit scales with the reference too
-            self.out_bytes = layout([o for o in flatten(out) if isinstance(o, torch.Tensor)])[1]
+            flat = [o for o in flatten(out) if isinstance(o, torch.Tensor)]
+            self.out_bytes, self.out_count = layout(flat)[1], len(flat)
             return out
 
         for trial in range(s.correctness_trials):
@@ -276,12 +318,16 @@ class Session:
                 ref_out = reference(inputs)
             repeats = 2 if trial == 0 and not big else 1
             encoded = self.encode([inputs] * repeats)
+            prints = [fingerprint(torch, inputs)]
             del inputs  # the candidate's copy is packed; ours is drawn again from the seed if needed
             self.stage_encoded(*encoded)  # after the reference: its inputs reach it just before Go
             limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
             _, outs, ins, _ = self.go(repeats, limit, return_inputs=not big, poison=True, release=big)
             if big:
-                ref_out = reference(self.inputs(seed))
+                inputs = self.inputs(seed)
+                check_redrawn(torch, [inputs], prints)
+                ref_out = reference(inputs)
+                del inputs
             for k, out in enumerate(outs):
                 where = f"trial {trial}" + (" (the same inputs again: non-deterministic?)" if k else "")
                 abs_err, rel_err = check_correct(torch, ref_out, out, s, where)
@@ -329,24 +375,28 @@ class Session:
             batch += 1  # batch 0 warms both up and is not used
             seeds = [secrets.randbits(63) for _ in range(k)]
             calls = [self.inputs(seed) for seed in seeds]
-            encoded = self.encode(calls)
             # A huge task: the candidate first, then the reference on the same inputs drawn again
             # (one set of outputs held at a time); otherwise a random order per batch.
             big = self.result["io_bytes"] > BIG_IO_BYTES
             candidate_first = big or secrets.randbelow(2) == 1
             # The candidate gets its inputs just before its Go, never while the reference runs.
             if candidate_first:
+                encoded = self.encode(calls)
                 if big:
+                    prints = [fingerprint(torch, c) for c in calls]
                     del calls
                 self.stage_encoded(*encoded)
                 ran, outs, _, wall_ms = self.go(k, self.limit_for(k), release=big)
                 if big:
                     calls = [self.inputs(seed) for seed in seeds]
+                    check_redrawn(torch, calls, prints)
             ref_outs, r_ms, r_wall_ms = self.reference_batch(calls)
-            del calls
             if not candidate_first:
-                self.stage_encoded(*encoded)
+                self.stage_encoded(*self.encode(calls))  # no fd is held while the reference runs
+                del calls
                 ran, outs, _, wall_ms = self.go(k, self.limit_for(k))
+            else:
+                del calls
             for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
                 check_correct(torch, ref_out, out, s, f"timed call {i} of batch {batch}")
             del outs, ref_outs
@@ -389,7 +439,8 @@ class Session:
             self.build()
             inputs = self.inputs(secrets.randbits(63))
             ref_out = self.reference(*inputs)
-            self.out_bytes = layout([o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)])[1]
+            flat = [o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)]
+            self.out_bytes, self.out_count = layout(flat)[1], len(flat)
             self.stage([inputs])
             del inputs
             _, (out,), _, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
@@ -415,6 +466,10 @@ class Session:
             self.reference(*sets[next(turn) % len(sets)])
 
         def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
+            if len(ran.outputs) != 1:
+                if fd is not None:
+                    os.close(fd)
+                raise Verdict("incorrect", f"an energy batch sent {len(ran.outputs)} outputs back, not 1")
             (out,), _ = self.outputs_of(ran, fd)
             expected = ref_outs[(calls - 1) % len(sets)]
             check_correct(torch, expected, out, s, "the last call of an energy batch")
@@ -433,7 +488,8 @@ class Session:
         try:
             props = torch.cuda.get_device_properties(self.dev.device)
             with open_cuda_meter(props, spec.min_window_s) as meter:
-                fields = measure_pair(meter, reference_call, remote, sync, spec.repeats, spec.idle_window_s)
+                fields = measure_pair(meter, reference_call, remote, sync, spec.repeats, spec.idle_window_s,
+                                      spec.rel_uncertainty)
         except (Verdict, wire.ProtocolError):
             raise
         except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
@@ -486,9 +542,15 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
     except wire.ProtocolError as err:
         return wire.Measurement("crashed", f"the candidate's worker broke the protocol: {err}"[:500],
                                 session.phase if session else None)
-    except (MemoryError, torch.cuda.OutOfMemoryError) as err:  # the reference side: the task
-        reason = f"the task does not fit this device's memory on the reference's side: {one_line(err)}"
-        return wire.Measurement("too_big", reason[:500], session.phase if session else None)
+    except (MemoryError, torch.cuda.OutOfMemoryError) as err:  # on the reference's side
+        fields = session.result if session else {}
+        phase = session.phase if session else None
+        if session is None or not session.went:  # before the candidate ran anything: the task
+            reason = f"the task does not fit this device's memory on the reference's side: {one_line(err)}"
+            return wire.Measurement("too_big", reason[:500], phase, **fields)
+        # After it ran, the candidate (which shares the GPU) may hold the memory: its failure.
+        reason = f"out of memory on the reference's side after the candidate ran: {one_line(err)}"
+        return wire.Measurement("runtime_error", reason[:500], phase, **fields)
     except Exception as err:  # noqa: BLE001 - the task or this harness failed: say so
         where = "".join(traceback.format_exception_only(err)).strip()[-300:]
         status = "crashed" if "CUDA error" in str(err) else "runtime_error"

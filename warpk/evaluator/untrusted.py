@@ -121,7 +121,7 @@ class Harness:
 
     def on_build(self, msg: wire.Build, fd: int | None) -> wire.Reply:
         torch = self.torch
-        (init_args,) = self.carrier.decode_calls(fd, [msg.init_args])
+        (init_args,) = self.carriers[False].decode_calls(fd, [msg.init_args])  # always a memfd
         self.model = None
         try:
             with torch.device(self.dev.device):
@@ -168,7 +168,9 @@ class Harness:
         inputs = [a for call in staged for a in call if isinstance(a, torch.Tensor)]
         outbox, self.outbox = self.outbox or self.carrier.outbox(), None
         fd, specs = outbox.seal_with(torch, tensors + inputs)
-        self.sent = outbox  # unmapped after the answer is sent, not inside the timed wall
+        # Unmapped after the answer is sent, not inside the timed wall: the outputs' buffer and,
+        # when they go now, the staged inputs (views of the trusted side's device memory).
+        self.sent = (outbox, self.staged)
         it = iter(specs)
         out_specs = [[next(it) for _ in call] for call in flat]
         in_specs = [[next(it) for a in call if isinstance(a, torch.Tensor)] for call in staged]
@@ -180,7 +182,7 @@ class Harness:
         """What waits until the answer is out: unmapping, and for huge tasks giving the device
         memory back (the trusted side copies our outputs meanwhile, on the same GPU)."""
         if self.sent is not None:
-            self.sent.close()
+            self.sent[0].close()
             self.sent = None
         if msg.release and self.dev.cuda:
             self.torch.cuda.empty_cache()

@@ -99,6 +99,11 @@ def analyse(runs: list[Run], policy: EnergyPolicy, cfg: ReportConfig, seed: int)
     task_rows = [row for run in runs for row in task_metrics(run, policy)]
     run_rows = [run_metrics(run, policy, [t for t in task_rows if t.run == str(run.path)]) for run in runs]
     note = _energy_note(policy)
+    alike = sorted({run.arm for run in runs if run.summary.get("reward_energy_measured") is False})
+    if alike:
+        note += (f" Arm{'s' if len(alike) > 1 else ''} {', '.join(alike)} trained without measured energy "
+                 "(the reward's energy terms were None), so trained like M1: differences from M1 are "
+                 "seed noise, not energy-awareness.")
     tables = [_per_seed(run_rows, policy, note)]
     tables.append(_per_task(task_rows, arms, policy, note))
     tables.append(_summary(run_rows, task_rows, arms, policy, cfg, seed, note))

@@ -33,7 +33,7 @@ TIER_FIELD = {
     "crashed": "reward_compile_error",
     "runtime_error": "reward_incorrect",
     "incorrect": "reward_incorrect",
-    "too_big": "reward_incorrect",  # the task, not the candidate: every candidate of it scores alike
+    "too_big": "reward_incorrect",  # the task, before the candidate ran: its candidates score alike
 }
 
 
@@ -61,6 +61,21 @@ def speedup(record: EvalRecord | None) -> float | None:
     if record is None or record.status != "ok":
         return None
     return _ratio_log(record.ref_runtime_ms, record.runtime_ms)
+
+
+def reads_energy(cfg: RewardConfig) -> bool:
+    """Whether this reward has a term that reads the record's energy or power (M2, M3, HRL)."""
+    return any(w > 0 for w in (cfg.beta_energy, cfg.delta_power, cfg.ipw_blend))
+
+
+def unmeasured_energy_note(cfg: RewardConfig, energy_mode: str) -> str | None:
+    """One line when this reward reads energy but its records will carry none that counts
+    (`energy_mode` is the evaluator's resolved evaluate.energy): the arm then trains like M1."""
+    if not reads_energy(cfg) or energy_mode in MEASURED_SOURCES:
+        return None
+    return (f"reward={cfg.name} reads energy, but evaluate.energy is {energy_mode} here, which the reward "
+            "does not count: its energy, power and IPW terms are None, so this arm trains exactly like "
+            "M1 (ln speedup only). Measured energy needs a GPU (evaluate.energy=nvml).")
 
 
 def energy(record: EvalRecord | None, allow_modelled: bool = False) -> float | None:

@@ -10,11 +10,13 @@ Non-goals: no training loop here; no hydra.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 from warpk.config import RunConfig
 from warpk.evaluator import Evaluator, default_cache_dir
+from warpk.rewards.terms import reads_energy
 from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, write_stamp
 
 
@@ -74,9 +76,16 @@ def load_train_policy(config: RunConfig):
     return load_policy(config.policy, cache_dir(config), dtype=dtype)
 
 
-def build_evaluator(config: RunConfig) -> Evaluator:
-    """The evaluator of `stage=evaluate`, built from the same config groups."""
-    return Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
+def build_evaluator(config: RunConfig, for_reward: bool = False) -> Evaluator:
+    """The evaluator of `stage=evaluate`, built from the same config groups. `for_reward`: the
+    one that scores training completions, which with evaluate.energy=auto measures no energy
+    when the arm's reward reads none (M1 does not pay for it; held-out evaluation still does)."""
+    protocol = config.evaluate
+    if for_reward and protocol.energy == "auto" and not reads_energy(config.reward):
+        protocol = dataclasses.replace(protocol, energy="none")
+        print(f"evaluate.energy=auto: reward={config.reward.name} reads no energy, so training "
+              "completions are evaluated without it (held-out evaluation still measures it)", flush=True)
+    return Evaluator(protocol, config.hardware, config.tasks.shape, config.seed)
 
 
 def resume_point(config: RunConfig, run_dir: Path) -> str | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from warpk.config import RunConfig
 from warpk.rewards import SharedBatch, reward_functions
+from warpk.rewards.terms import reads_energy, unmeasured_energy_note
 from warpk.tasks import TaskError
 from warpk.trainers import common
 from warpk.trainers.checkpoints import stamp_callback
@@ -90,9 +91,15 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
 def run_grpo(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> tuple[object, dict]:
     """Train with GRPO; returns (trainer, summary). The adapter is saved to <run_dir>/adapter."""
     run_dir = Path(run_dir)
-    source = EvaluatorSource(common.build_evaluator(config), train_tasks(config))
+    evaluator = common.build_evaluator(config, for_reward=True)
+    note = unmeasured_energy_note(config.reward, evaluator.energy)
+    if note:
+        print(note, flush=True)
+    source = EvaluatorSource(evaluator, train_tasks(config))
     trainer = build_trainer(config, run_dir, source)
     summary = common.train_and_save(config, run_dir, trainer, log)
+    if reads_energy(config.reward):  # the report marks energy arms that trained without it
+        summary["reward_energy_measured"] = note is None
     total = sum(source.counts.values())
     for status, n in sorted(source.counts.items()):
         summary[f"train/completions_{status}"] = float(n)
