@@ -74,6 +74,7 @@ class EvalRecord:
     ref_energy_uncertainty_j: float | None = None
     ref_window_s: float | None = None
     idle_power_w: float | None = None  # observed before the windows; never subtracted from energy_j
+    ref_energy_id: str | None = None  # which of its lane's reference measurements ref_energy_j is
     energy_error: str | None = None  # why a requested measurement gave no energy (source is then none)
     energy_s: float | None = None  # phase timing of the energy measurement inside the worker
     sample: int | None = None  # policy evaluation: which of the k completions of its task (0-based)

@@ -215,8 +215,39 @@ def test_measure_pair_stops_once_both_sides_reach_the_target_uncertainty(target,
     ref, new = (lambda: gpu.run(REF_S, REF_W)), (lambda: gpu.run(NEW_S, NEW_W))
     calls, measure = [], meter.measure
     meter.measure = lambda fn, sync: (calls.append(fn), measure(fn, sync=sync))[1]
-    fields = energy.measure_pair(meter, ref, new, no_sync, repeats=5, idle_window_s=0.3, rel_uncertainty=target)
+    fields = energy.measure_pair(meter, ref, new, no_sync, repeats=5, idle_window_s=0.3,
+                                 rel_uncertainty=target)
     assert len(calls) == 2 * rounds
     if target >= 0.02:
         assert fields["energy_uncertainty_j"] <= target * fields["energy_j"]
         assert fields["ref_energy_uncertainty_j"] <= target * fields["ref_energy_j"]
+
+
+# --- the reference's energy: once per task and lane, measured again on a schedule ----------------
+def test_a_reference_energy_is_reused_until_it_is_old_or_used_up_and_says_how_far_it_moved():
+    now = [0.0]
+    store = energy.ReferenceEnergies(clock=lambda: now[0])
+    key = ("task-sha", "gpu", 1.0)
+    assert store.fresh(key) is None
+    first = store.store(key, {"ref_energy_j": 0.500})
+    assert store.fresh(key) is first and store.fresh(("other", "gpu", 1.0)) is None
+    first.uses = energy.REF_ENERGY_MAX_USES
+    assert store.fresh(key) is None  # used up
+    second = store.store(key, {"ref_energy_j": 0.502})
+    assert second.ident.endswith(f"(+0.40% from {first.ident})")
+    now[0] = energy.REF_ENERGY_MAX_AGE_S + 1
+    assert store.fresh(key) is None  # too old: drift must be looked for
+
+
+def test_measure_one_measures_one_side_with_the_same_stopping_rule():
+    gpu = FakeGpu(idle_w=100.0, phase_s=0.0637)
+    meter = NvmlEnergyMeter(0, MeterSettings(min_window_s=0.5, repeats=1, **FAST), nvml=fake_nvml([gpu]),
+                            clock=gpu.clock, sleep=gpu.sleep)
+    fields = energy.measure_one(meter, lambda: gpu.run(REF_S, REF_W), no_sync, repeats=5,
+                                idle_window_s=0.3, rel_uncertainty=0.02, prefix="ref_")
+    assert set(fields) == {"ref_energy_j", "ref_energy_uncertainty_j", "ref_avg_power_w", "ref_window_s",
+                           "idle_power_w"}
+    assert covers(fields["ref_energy_j"], REF_W * REF_S, fields["ref_energy_uncertainty_j"])
+    assert fields["ref_energy_uncertainty_j"] <= 0.02 * fields["ref_energy_j"]
+    alone = energy.measure_one(meter, lambda: gpu.run(NEW_S, NEW_W), no_sync, repeats=2, idle_window_s=0.0)
+    assert "idle_power_w" not in alone and alone["energy_j"] == pytest.approx(NEW_W * NEW_S, rel=5e-3)

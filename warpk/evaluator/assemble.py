@@ -22,7 +22,8 @@ SHARED = ("device", "max_abs_err", "max_rel_err", "runtime_ms", "runtime_iqr_ms"
 
 
 MEASURED_ENERGY = ("energy_j", "energy_uncertainty_j", "avg_power_w", "window_s", "ref_energy_j",
-                   "ref_energy_uncertainty_j", "ref_avg_power_w", "ref_window_s", "idle_power_w")
+                   "ref_energy_uncertainty_j", "ref_avg_power_w", "ref_window_s", "idle_power_w",
+                   "ref_energy_id")
 
 
 def energy_fields(mode: str, hardware: HardwareConfig, threads: int, m: Measurement) -> dict:

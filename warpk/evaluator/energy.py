@@ -1,20 +1,21 @@
 """Measured energy per call of the reference and the candidate, read by the trusted worker.
 
 NVML's energy counter is device-wide, so the trusted worker reads it while the candidate's calls
-run in the untrusted worker: the candidate never touches the meter. After correctness and
-timing, on a CUDA device with `evaluate.energy=nvml`, the trusted worker opens an
-`NvmlEnergyMeter` on its GPU and calls `measure_pair` with the reference's calls (its own) and a
-`RemoteLoop` for the candidate's (one `Go(repeat=n)` message per batch of n calls over staged
-inputs, so the counter is read while the batch runs over there):
+run in the untrusted worker: the candidate never touches the meter. On a CUDA device with
+`evaluate.energy=nvml`, the trusted worker opens an `NvmlEnergyMeter` on its GPU and measures
+the reference alone with `measure_one` before the candidate is loaded (kept per task for a while:
+warpk.evaluator.trusted.ReferenceEnergies), then, after correctness and timing, the candidate
+with `measure_one` over a `RemoteLoop` (one `Go(repeat=n)` message per batch of n calls over
+staged inputs, so the counter is read while the batch runs over there). `measure_pair` measures
+both interleaved (for benchmarks and the GPU tests). Both:
   1. the idle power is observed first (device synchronised, nothing of ours running) and
      reported beside the energies, never subtracted;
-  2. rounds; each round measures the reference and the candidate back to back with the same
-     method (warmup, calibration, one aligned window spanning at least
-     hardware.min_energy_window_s, warpk.telemetry.windows), alternating which goes first so
-     drift in temperature or clocks cannot favour either. With a target (hardware.
-     energy_rel_uncertainty) it stops after the first round, from the second on, in which both
-     sides' stated uncertainty is within the target of their energy; else after `repeats`
-     rounds (the cap; without a target, exactly `repeats`);
+  2. rounds of one window per side (warmup, calibration, one aligned window spanning at least
+     hardware.min_energy_window_s, warpk.telemetry.windows; measure_pair alternates which side
+     goes first so drift cannot favour either). With a target (hardware.energy_rel_uncertainty)
+     they stop after the first round, from the second on, in which every side's stated
+     uncertainty is within the target of its energy; else after `repeats` rounds (the cap;
+     without a target, exactly `repeats`);
   3. each side's windows are summarised (mean energy per call, uncertainty = edge bound +
      standard error over windows, mean power, mean window length).
 
@@ -35,6 +36,8 @@ states (energy_error).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 from collections.abc import Callable
 
@@ -43,6 +46,46 @@ from warpk.telemetry.nvml import NvmlEnergyMeter
 
 IDLE_WINDOW_S = 0.3  # idle observed before the windows: about three counter updates on H200
 ENERGY_WALL_SHARE = 0.5
+
+
+# evaluate.energy=nvml: the reference's energy is measured once per (task, shape, window) per lane
+# and reused, before the candidate is loaded (no candidate code runs anywhere on the lane then,
+# so none can load the GPU under it). It is measured again once it is REF_ENERGY_MAX_AGE_S old or
+# has served REF_ENERGY_MAX_USES candidates, so drift in temperature or clocks is picked up.
+REF_ENERGY_MAX_AGE_S = 120.0
+REF_ENERGY_MAX_USES = 16
+
+
+@dataclasses.dataclass
+class ReferenceEnergy:
+    fields: dict  # ref_energy_j, ref_energy_uncertainty_j, ref_avg_power_w, ref_window_s, idle_power_w
+    ident: str  # the record's ref_energy_id
+    measured_at: float
+    uses: int = 0
+
+
+class ReferenceEnergies:
+    """The reference energies one trusted worker (one lane) has measured in this run."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock, self.entries, self.measured = clock, {}, 0
+
+    def fresh(self, key: tuple) -> ReferenceEnergy | None:
+        entry = self.entries.get(key)
+        if entry is None or entry.uses >= REF_ENERGY_MAX_USES:
+            return None
+        return entry if self.clock() - entry.measured_at < REF_ENERGY_MAX_AGE_S else None
+
+    def store(self, key: tuple, fields: dict) -> ReferenceEnergy:
+        """A new measurement; its id says how far it moved from the one it replaces."""
+        self.measured += 1
+        ident = f"{os.getpid()}-{self.measured}"
+        old = self.entries.get(key)
+        if old is not None and old.fields.get("ref_energy_j") and fields.get("ref_energy_j"):
+            moved = fields["ref_energy_j"] / old.fields["ref_energy_j"] - 1
+            ident += f" ({moved:+.2%} from {old.ident.split()[0]})"
+        self.entries[key] = ReferenceEnergy(dict(fields), ident, self.clock())
+        return self.entries[key]
 
 
 class RemoteLoop:
@@ -168,9 +211,27 @@ def measure_pair(meter: NvmlEnergyMeter, ref_fn: Callable[[], object], new_fn: C
             break
     fields: dict = {"idle_power_w": idle_w}
     for name, prefix in (("new", ""), ("ref", "ref_")):
-        m = summary(name)
-        fields[f"{prefix}energy_j"] = m.energy_j
-        fields[f"{prefix}energy_uncertainty_j"] = m.energy_uncertainty_j
-        fields[f"{prefix}avg_power_w"] = m.avg_power_w
-        fields[f"{prefix}window_s"] = m.window_s
+        fields.update(_fields(summary(name), prefix))
     return fields
+
+
+def measure_one(meter: NvmlEnergyMeter, fn: Callable[[], object], sync: Callable[[], object], repeats: int,
+                idle_window_s: float = IDLE_WINDOW_S, rel_uncertainty: float = 0.0, prefix: str = "") -> dict:
+    """Energy per call of one side alone, with the same method and stopping rule as
+    `measure_pair` (windows checked from the second on): the fields with `prefix`, and
+    idle_power_w when idle_window_s > 0."""
+    sync()
+    idle_w, period_s = meter.observe_idle(idle_window_s) if idle_window_s > 0 else (None, None)
+    windows: list = []
+    for n in range(repeats):
+        windows.extend(meter.measure(fn, sync=sync).windows)
+        m = summarize(windows, meter.source, meter.settings.aligned, idle_w, period_s)
+        if rel_uncertainty > 0 and n >= 1 and m.energy_uncertainty_j <= rel_uncertainty * abs(m.energy_j):
+            break
+    fields = _fields(summarize(windows, meter.source, meter.settings.aligned, idle_w, period_s), prefix)
+    return {**fields, "idle_power_w": idle_w} if idle_window_s > 0 else fields
+
+
+def _fields(m, prefix: str) -> dict:
+    return {f"{prefix}energy_j": m.energy_j, f"{prefix}energy_uncertainty_j": m.energy_uncertainty_j,
+            f"{prefix}avg_power_w": m.avg_power_w, f"{prefix}window_s": m.window_s}

@@ -202,6 +202,7 @@ class Measurement:
     ref_avg_power_w: float | None = None
     ref_window_s: float | None = None
     idle_power_w: float | None = None
+    ref_energy_id: str | None = None  # which of the lane's reference measurements was used
     energy_error: str | None = None  # why a requested measurement gave no energy
     energy_s: float | None = None
 

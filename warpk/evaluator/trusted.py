@@ -22,9 +22,10 @@ it drives the untrusted worker (warpk.evaluator.untrusted) through:
      process's wall clock from sending `Go` to having copies of its outputs here:
      reported >= wall - (the reference's delivery overhead) - slack, else
      `implausible`. Every timed call's output is verified.                   -> incorrect
-  6. energy (evaluate.energy=nvml, GPU only): both on the GPU's NVML counter, read here while
-     the candidate's calls run over there (warpk.evaluator.energy); a meter failure is the
-     record's energy_error, never a modelled stand-in
+  6. energy (evaluate.energy=nvml, GPU only): the candidate on the GPU's NVML counter, read here
+     while its calls run over there, beside the reference's energy, which this lane measured
+     before step 1 (now or for an earlier candidate of the task: energy.ReferenceEnergies); a
+     meter failure is the record's energy_error, never a modelled stand-in
   7. on a GPU, one correctness trial at each other declared shape (shape-specialised code)
 A batch whose reported time the wall clock contradicts is not used (a stalled batch, or a lie)
 and another is run in its place; more than 3 x `timing_batches` of them -> `implausible`. Speedup =
@@ -39,6 +40,7 @@ Non-goals: no sandboxing (warpk.evaluator.sandbox), no records (warpk.evaluator.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -53,6 +55,7 @@ import types
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, check_correct, flatten, same_inputs
 from warpk.evaluator.devices import Device
+from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
 from warpk.evaluator.speed import speed_summary
 from warpk.evaluator.transport import ALIGN, Carrier, layout, tensor_bytes
 
@@ -74,8 +77,6 @@ OVERHEAD_FACTOR = 1.5
 # (seen in CI: 11 of 17 on a freshly installed 2-core box), so a candidate gets this many
 # replacements per wanted batch before it is `implausible`.
 REFUSALS_PER_BATCH = 3
-
-
 def fingerprint(torch, inputs: list) -> list[str]:
     """Cheap sums of a call's inputs, to check that drawing them again gives the same ones."""
     def one(x) -> str:
@@ -116,8 +117,12 @@ def _load_task(source: str) -> types.ModuleType:
 class Session:
     """One candidate's measurement: the reference here, the candidate behind `sock`."""
 
-    def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket):
+    def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket,
+                 energies: ReferenceEnergies | None = None):
         self.torch, self.dev, self.request, self.sock = torch, dev, request, sock
+        self.energies = energies if energies is not None else ReferenceEnergies()
+        self.ref_energy: ReferenceEnergy | None = None
+        self.ref_energy_error: str | None = None
         self.s = request.settings
         self.task = _load_task(request.task_source)
         self.constants = {
@@ -446,24 +451,64 @@ class Session:
             _, (out,), _, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
             check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
 
-    def energy(self) -> None:
-        """evaluate.energy=nvml on a GPU: both measured on the NVML counter, read here while the
-        candidate's calls run over there (warpk.evaluator.energy)."""
+    def reference_energy(self) -> None:
+        """evaluate.energy=nvml on a GPU: the reference's energy per call, from this lane's store
+        or measured now, before the candidate is loaded (energy.REF_ENERGY_MAX_AGE_S)."""
         spec = self.request.energy
         if spec is None or not self.dev.cuda:
             return
-        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_pair, open_cuda_meter
+        key = (hashlib.sha256(self.request.task_source.encode()).hexdigest(), self.request.shape,
+               spec.min_window_s)
+        self.ref_energy = self.energies.fresh(key)
+        if self.ref_energy is not None:
+            return
+        start = time.perf_counter()
+        try:
+            fields = self._measure_reference(spec)
+        except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
+            if "CUDA error" in str(err):
+                raise
+            self.ref_energy_error = f"nvml energy measurement of the reference failed: {one_line(err)}"
+            return
+        finally:
+            self.release()  # its model and inputs are gone: the candidate's worker gets the memory
+        self.ref_energy = self.energies.store(key, fields)
+        self.result["energy_s"] = time.perf_counter() - start
+
+    def _measure_reference(self, spec: wire.EnergySpec) -> dict:
+        """The reference alone on the NVML counter: a model of its own over 3 fresh input sets."""
+        from warpk.evaluator.energy import measure_one, open_cuda_meter
+
+        torch = self.torch
+        with torch.device(self.dev.device):
+            torch.manual_seed(secrets.randbits(31))
+            reference = self.task.Model(*self.task.get_init_inputs()).to(self.dev.device).eval()
+        sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
+        turn = iter(range(1 << 62))
+        props = torch.cuda.get_device_properties(self.dev.device)
+        with torch.no_grad(), open_cuda_meter(props, spec.min_window_s) as meter:
+            return measure_one(meter, lambda: reference(*sets[next(turn) % len(sets)]), self.dev.sync,
+                               spec.repeats, spec.idle_window_s, spec.rel_uncertainty, prefix="ref_")
+
+    def energy(self) -> None:
+        """evaluate.energy=nvml on a GPU: the candidate measured on the NVML counter, read here
+        while its calls run over there (warpk.evaluator.energy), beside the reference's energy
+        from `reference_energy`."""
+        spec = self.request.energy
+        if spec is None or not self.dev.cuda:
+            return
+        if self.ref_energy is None:
+            self.result["energy_error"] = self.ref_energy_error or "the reference's energy was not measured"
+            return
+        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_one, open_cuda_meter
 
         torch, s = self.torch, self.s
         self.phase = "energy"
         start = time.perf_counter()
         sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
-        self.stage(sets)
         ref_outs = [self.reference(*args) for args in sets]
-        turn = iter(range(1 << 62))
-
-        def reference_call() -> None:
-            self.reference(*sets[next(turn) % len(sets)])
+        self.stage(sets)
+        del sets
 
         def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
             if len(ran.outputs) != 1:
@@ -471,7 +516,7 @@ class Session:
                     os.close(fd)
                 raise Verdict("incorrect", f"an energy batch sent {len(ran.outputs)} outputs back, not 1")
             (out,), _ = self.outputs_of(ran, fd)
-            expected = ref_outs[(calls - 1) % len(sets)]
+            expected = ref_outs[(calls - 1) % len(ref_outs)]
             check_correct(torch, expected, out, s, "the last call of an energy batch")
             floor_ms = ENERGY_WALL_SHARE * calls * self.confirmed_call_ms
             if wall_s * 1e3 < floor_ms:
@@ -488,8 +533,7 @@ class Session:
         try:
             props = torch.cuda.get_device_properties(self.dev.device)
             with open_cuda_meter(props, spec.min_window_s) as meter:
-                fields = measure_pair(meter, reference_call, remote, sync, spec.repeats, spec.idle_window_s,
-                                      spec.rel_uncertainty)
+                fields = measure_one(meter, remote, sync, spec.repeats, 0.0, spec.rel_uncertainty)
         except (Verdict, wire.ProtocolError):
             raise
         except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
@@ -498,15 +542,19 @@ class Session:
             remote.sync()  # a batch may still be in flight: its answer must not meet the next step
             self.result["energy_error"] = f"nvml energy measurement failed: {one_line(err)}"
             return
-        self.result.update(fields, energy_s=time.perf_counter() - start)
+        self.ref_energy.uses += 1
+        spent_s = (self.result.get("energy_s") or 0.0) + time.perf_counter() - start
+        self.result.update(fields, **self.ref_energy.fields, ref_energy_id=self.ref_energy.ident,
+                           energy_s=spent_s)
 
     def run(self) -> wire.Measurement:
         torch, s = self.torch, self.s
+        self.apply_shape(self.request.shape)
+        self.reference_energy()  # before the candidate exists on this lane
         start = time.perf_counter()
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)
         self.result["compile_s"] = time.perf_counter() - start
-        self.apply_shape(self.request.shape)
         start = time.perf_counter()
         with torch.no_grad():
             self.build()
@@ -524,14 +572,15 @@ HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch
 CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
 
 
-def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.socket) -> wire.Measurement:
+def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.socket,
+            energies: ReferenceEnergies | None = None) -> wire.Measurement:
     """One request; never raises for what the candidate does."""
     if request.device not in devices:
         devices[request.device] = Device(torch, request.device)
     torch.set_num_threads(request.settings.num_threads)
     session = None
     try:
-        session = Session(torch, devices[request.device], request, sock)
+        session = Session(torch, devices[request.device], request, sock, energies)
         return session.run()
     except Verdict as verdict:
         fields = session.result if session else {}
@@ -567,6 +616,7 @@ def serve() -> int:
     import torch
 
     devices: dict = {}
+    energies = ReferenceEnergies()  # this lane's, for the run
     while True:
         try:
             request, fd = wire.recv(parent, (wire.MeasureRequest,))
@@ -577,7 +627,7 @@ def serve() -> int:
             continue
         sock = socket.socket(fileno=fd)
         try:
-            result = measure(torch, devices, request, sock)
+            result = measure(torch, devices, request, sock, energies)
         finally:
             sock.close()
         wire.send(parent, result)
