@@ -270,6 +270,12 @@ class Session:
         ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
         return outs, ins
 
+    def settle(self) -> None:
+        """Wait until the untrusted worker has done what it does after answering (unmapping,
+        giving device memory back), so none of it overlaps the reference that runs next: an
+        empty Stage, which it answers only after that."""
+        self.ask(wire.Stage([], 0))
+
     def release(self) -> None:
         """Give freed device memory back to the driver (the other process may need it)."""
         if self.dev.cuda:
@@ -329,6 +335,7 @@ class Session:
             limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
             _, outs, ins, _ = self.go(repeats, limit, return_inputs=not big, poison=True, release=big)
             if big:
+                self.settle()
                 inputs = self.inputs(seed)
                 check_redrawn(torch, [inputs], prints)
                 ref_out = reference(inputs)
@@ -392,6 +399,7 @@ class Session:
                     del calls
                 self.stage_encoded(*encoded)
                 ran, outs, _, wall_ms = self.go(k, self.limit_for(k), release=big)
+                self.settle()  # the reference is timed next: nothing of the candidate's may overlap it
                 if big:
                     calls = [self.inputs(seed) for seed in seeds]
                     check_redrawn(torch, calls, prints)
