@@ -270,6 +270,11 @@ class Session:
         ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
         return outs, ins
 
+    def size_outputs(self, ref_out) -> None:
+        """Bytes and tensor count of one reference call's outputs: what an answer may hold."""
+        flat = [o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)]
+        self.out_bytes, self.out_count = layout(flat)[1], len(flat)
+
     def settle(self) -> None:
         """Wait until the untrusted worker has done what it does after answering (unmapping,
         giving device memory back), so none of it overlaps the reference that runs next: an
@@ -309,8 +314,7 @@ class Session:
             self.dev.sync()
             ref_times.append(time.perf_counter() - start)
             self.ref_call_s = max(ref_times)  # the next limit scales with the reference too
-            flat = [o for o in flatten(out) if isinstance(o, torch.Tensor)]
-            self.out_bytes, self.out_count = layout(flat)[1], len(flat)
+            self.size_outputs(out)
             return out
 
         for trial in range(s.correctness_trials):
@@ -452,8 +456,7 @@ class Session:
             self.build()
             inputs = self.inputs(secrets.randbits(63))
             ref_out = self.reference(*inputs)
-            flat = [o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)]
-            self.out_bytes, self.out_count = layout(flat)[1], len(flat)
+            self.size_outputs(ref_out)
             self.stage([inputs])
             del inputs
             _, (out,), _, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
