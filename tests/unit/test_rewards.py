@@ -1,13 +1,14 @@
 """Reward terms, the combiner and the trl adapters, on records built by hand (docs/rewards.md)."""
 
 import ast
+import dataclasses
 import math
 import pickle
 from pathlib import Path
 
 import pytest
 
-from warpk.config import RewardConfig, SlaConfig
+from warpk.config import ConfigError, RewardConfig, SlaConfig
 from warpk.records import STATUSES, EvalRecord
 from warpk.rewards import (
     TIER_FIELD,
@@ -90,23 +91,117 @@ def test_missing_energy_on_cpu_is_none_and_total_is_speedup_only():
 def test_failed_measurement_is_imputed_no_better_than_parity():
     slow = _ok(runtime=4.0, ref_runtime=2.0, source="none", energy_error="window too short")
     fast = _ok(runtime=1.0, ref_runtime=2.0, source="none", energy_error="window too short")
-    assert energy(slow) == pytest.approx(-LN2) and ipw(slow) == pytest.approx(-LN2)
+    assert energy(slow) == pytest.approx(-LN2) and power(slow) is None
     assert energy(fast) == 0.0 and power(fast) is None
+    # ipw: the power the energy imputation implies (reference's when slow, 2x when 2x faster)
+    assert ipw(slow) == 0.0 and ipw(slow) <= ipw(_ok(runtime=4.0, ref_runtime=2.0, power_w=90.0))
+    assert ipw(fast) == pytest.approx(math.log(0.75))  # step time 0.75, step energy 1: < 0
     measured_slow = _ok(runtime=4.0, ref_runtime=2.0)  # same power: energy term = -ln 2
     assert total_reward(slow, M2) <= total_reward(measured_slow, M2) + 1e-12
 
 
-def test_ipw_equals_energy_term():
+def _served(r_t, r_p, share=0.5):
+    """ln(ref step power / step power) of a served step, written out (docs/rewards.md)."""
+    step_time = 1 - share + share * r_t
+    step_energy = 1 - share + share * r_t * r_p
+    return math.log(step_time / step_energy)
+
+
+def test_ipw_is_the_served_power_ratio_not_the_energy_term():
+    faster_same_power = _ok(runtime=1.0, ref_runtime=2.0)  # 2x faster at the reference's power
+    assert energy(faster_same_power) == pytest.approx(LN2) and ipw(faster_same_power) == 0.0
+    # the same energy ratio (0.9), split differently between time and power: different IPW
+    quick_hot = _ok(runtime=1.0, ref_runtime=2.0, power_w=180.0, ref_power_w=100.0)
+    slow_cool = _ok(runtime=2.0, ref_runtime=2.0, power_w=90.0, ref_power_w=100.0)
+    assert energy(quick_hot) == pytest.approx(energy(slow_cool))
+    assert ipw(quick_hot) < 0 < ipw(slow_cool)
     rec = _ok(runtime=1.5, ref_runtime=2.0, power_w=120.0, ref_power_w=90.0)
-    assert ipw(rec) == pytest.approx(energy(rec))
-    assert ipw(rec) == pytest.approx(math.log((2.0 * 90.0) / (1.5 * 120.0)))
+    r_t, r_p = 0.75, 120.0 / 90.0
+    assert ipw(rec) == pytest.approx(_served(r_t, r_p))
+    w = 0.5 * r_t / (0.5 + 0.5 * r_t)  # the op's share of the new step's time
+    assert ipw(rec) == pytest.approx(-math.log(1 - w * (1 - r_p)))
+    # the ends of the op share: no share, no signal; the whole step, the kernel's own power ratio
+    assert ipw(rec, op_share=0.0) == 0.0
+    assert ipw(rec, op_share=1.0) == pytest.approx(math.log(90.0 / 120.0))
+    assert ipw(rec, op_share=1.0) == pytest.approx(energy(rec) - speedup(rec))
+    with pytest.raises(ValueError):
+        ipw(rec, op_share=1.5)
+
+
+def test_ipw_is_zero_at_parity_and_positive_for_lower_served_power():
+    assert ipw(_ok(runtime=2.0, ref_runtime=2.0)) == 0.0
+    cooler = _ok(runtime=2.0, ref_runtime=2.0, power_w=80.0)
+    hotter = _ok(runtime=2.0, ref_runtime=2.0, power_w=125.0)
+    assert ipw(cooler) == pytest.approx(_served(1.0, 0.8))
+    assert ipw(cooler) > 0 > ipw(hotter)
+    # the same power cut weighs more for a kernel that takes more of the served step
+    cooler_and_faster = _ok(runtime=1.0, ref_runtime=2.0, power_w=80.0)
+    assert 0 < ipw(cooler_and_faster) < ipw(cooler)
+
+
+def test_ipw_is_none_unless_power_was_measured():
+    for source in ("model", "none"):
+        assert ipw(_ok(power_w=80.0, source=source)) is None
+    assert ipw(_ok(power_w=80.0, source="sampler")) == pytest.approx(_served(0.5, 0.8))
+    no_ref_power = dataclasses.replace(_ok(), ref_avg_power_w=None)
+    no_runtime = dataclasses.replace(_ok(), runtime_ms=None)
+    assert ipw(no_ref_power) is None and ipw(no_runtime) is None
+    assert ipw(None) is None and ipw(_failed("incorrect")) is None
+    # modelled power is the same for candidate and reference: allowed, it says nothing (0)
+    assert ipw(_ok(source="model"), allow_modelled=True) == 0.0
+
+
+def test_m2_and_m3_rank_a_pair_of_kernels_in_opposite_order():
+    # one task (reference 2 ms at 400 W): A is 1.25x faster drawing 500 W (the same energy),
+    # B is as fast as the reference drawing 340 W (15% less energy and power)
+    a = _ok(runtime=1.6, ref_runtime=2.0, power_w=500.0, ref_power_w=400.0)
+    b = _ok(runtime=2.0, ref_runtime=2.0, power_w=340.0, ref_power_w=400.0)
+    assert total_reward(a, M2) > total_reward(b, M2)  # M2: the speedup wins
+    assert total_reward(a, M3) < total_reward(b, M3)  # M3: the served step's lower power wins
+    assert ipw(a) < 0 < ipw(b)
+
+
+def test_m3_is_not_m2_with_more_weight_on_energy():
+    # M2 + 0.25 x energy (what M3 was while ipw equalled the energy term) keeps M2's order of
+    # this pair; M3 reverses it. Reference 2 ms at 300 W: A 1.2 ms at 600 W, B 2.5 ms at 180 W.
+    a = _ok(runtime=1.2, ref_runtime=2.0, power_w=600.0, ref_power_w=300.0)
+    b = _ok(runtime=2.5, ref_runtime=2.0, power_w=180.0, ref_power_w=300.0)
+    energy_heavier = RewardConfig(name="energy", alpha_speedup=1.0, beta_energy=1.25, delta_power=0.1)
+    assert total_reward(a, M2) > total_reward(b, M2)
+    assert total_reward(a, energy_heavier) > total_reward(b, energy_heavier)
+    assert total_reward(a, M3) < total_reward(b, M3)
+
+
+@pytest.mark.parametrize("blend", [0.1, 0.25, 0.5])
+def test_m3_never_pays_for_padding_time_at_the_same_energy(blend):
+    floor = -20.0  # tiers far down, so the ok floor does not hide the slope
+    cfg = dataclasses.replace(
+        M3, ipw_blend=blend, reward_no_code=floor, reward_compile_error=floor, reward_incorrect=floor
+    )
+    # the same 0.2 J per call, stretched over longer runtimes at proportionally lower power
+    padded = [_ok(runtime=t, ref_runtime=2.0, power_w=200.0 / t) for t in (1.0, 1.5, 2.0, 3.0, 5.0, 10.0)]
+    totals = [total_reward(r, cfg) for r in padded]
+    assert all(e == pytest.approx(energy(padded[0])) for e in map(energy, padded))
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == len(totals)
+
+
+def test_ipw_op_share_comes_from_the_reward_config():
+    rec = _ok(runtime=1.0, ref_runtime=2.0, power_w=50.0, ref_power_w=100.0)
+    no_share = dataclasses.replace(M3, ipw_op_share=0.0)
+    assert total_reward(rec, no_share) == pytest.approx(total_reward(rec, M2))
+    whole = dataclasses.replace(M3, ipw_op_share=1.0)
+    assert total_reward(rec, whole) == pytest.approx(total_reward(rec, M2) + 0.25 * LN2)
+    assert TermReward("ipw", RecordingSource(), whole).score(rec) == pytest.approx(LN2)
+    with pytest.raises(ConfigError):
+        RewardConfig(ipw_op_share=1.5)
 
 
 def test_total_hand_computed_per_arm():
     rec = _ok(runtime=1.0, ref_runtime=2.0, power_w=50.0, ref_power_w=100.0)  # 2x faster, 4x less energy
     assert total_reward(rec, M1) == pytest.approx(LN2)
     assert total_reward(rec, M2) == pytest.approx(LN2 + math.log(4) + 0.1 * 0.5)
-    assert total_reward(rec, M3) == pytest.approx(LN2 + math.log(4) + 0.05 + 0.25 * math.log(4))
+    served = math.log(0.75 / 0.625)  # step time 0.5 + 0.5 x 0.5, step energy 0.5 + 0.5 x 0.25
+    assert total_reward(rec, M3) == pytest.approx(LN2 + math.log(4) + 0.05 + 0.25 * served)
     hrl = RewardConfig(name="hrl", gamma_sla=1.0)
     assert total_reward(rec, hrl, sla=0.25) == pytest.approx(LN2 - 0.25)
 

@@ -88,7 +88,7 @@ class TermReward:
             return terms.energy(record, m)
         if self.term == "power":
             return terms.power(record, m)
-        return terms.ipw(record, m)
+        return terms.ipw(record, m, self.cfg.ipw_op_share)
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], task_id: Sequence[str], **kwargs: Any

@@ -104,23 +104,49 @@ def power(record: EvalRecord | None, allow_modelled: bool = False) -> float | No
     return 1.0 - record.avg_power_w / record.ref_avg_power_w
 
 
-def ipw(record: EvalRecord | None, allow_modelled: bool = False) -> float | None:
-    """ln(ipw / ref_ipw), ipw = calls per second per watt = 1 / (runtime_s x avg_power_w).
+def _ratio(value: float | None, ref: float | None) -> float | None:
+    if ref is None or value is None or ref <= 0 or value <= 0:
+        return None
+    return value / ref
 
-    With energy per call = runtime_s x avg_power_w this is 1 / energy_j, so
-    ln(ipw / ref_ipw) = ln(ref_energy_j / energy_j): computed from runtime and average power
-    here, it equals the energy term up to the meter's own consistency (docs/rewards.md).
-    None where `energy` would be None; the same pessimistic imputation on a failed measurement.
+
+def ipw(
+    record: EvalRecord | None, allow_modelled: bool = False, op_share: float = RewardConfig.ipw_op_share
+) -> float | None:
+    """ln(ipw / ref_ipw) of the served model: capability per watt of a serving step (docs/rewards.md).
+
+    A served step (relative units, 1 at the reference) in which the kernel's op takes `op_share`
+    s of the time and energy (MODELLED, RewardConfig.ipw_op_share) and the rest draws the
+    reference op's power (MODELLED, as in warpk/runtime/hrl.py) becomes, with the MEASURED
+    r_t = runtime_ms / ref_runtime_ms and r_p = avg_power_w / ref_avg_power_w,
+
+        step time T = 1 - s + s*r_t,  step energy W = 1 - s + s*r_t*r_p,  step power = W / T.
+
+    An ok record passed the task's correctness check, so the served model's capability is taken
+    as the reference's (not measured), and capability per watt gives ln(ref power / power) =
+    ln(T / W) = -ln(1 - w*(1 - r_p)), w = s*r_t / T the op's share of the new step's time.
+    0 at parity and for any kernel drawing the reference's power however fast it is (the energy
+    term is ln 2 for one twice as fast), > 0 for lower power; not a function of the energy ratio.
+
+    None where power was not measured (modelled counts only with `allow_modelled`). A measurement
+    that was attempted and failed is imputed with the power the energy term's imputation implies
+    (no lower than the reference's, and high enough to keep energy at parity): min(0, ln T).
     """
+    if not 0.0 <= op_share <= 1.0:
+        raise ValueError(f"op_share={op_share!r}; allowed: a number in [0, 1]")
     if record is None or record.status != "ok":
         return None
-    if not _measured(record, allow_modelled):
-        return energy(record, allow_modelled)  # None, or the imputation for a failed measurement
-    if None in (record.runtime_ms, record.avg_power_w, record.ref_runtime_ms, record.ref_avg_power_w):
+    r_t = _ratio(record.runtime_ms, record.ref_runtime_ms)
+    if r_t is None:
         return None
-    value = record.runtime_ms * record.avg_power_w  # type: ignore[operator]
-    ref = record.ref_runtime_ms * record.ref_avg_power_w  # type: ignore[operator]
-    return _ratio_log(ref, value)
+    step_time = 1.0 - op_share + op_share * r_t
+    if not _measured(record, allow_modelled):
+        return min(0.0, math.log(step_time)) if record.energy_error else None
+    r_p = _ratio(record.avg_power_w, record.ref_avg_power_w)
+    if r_p is None:
+        return None
+    step_energy = 1.0 - op_share + op_share * r_t * r_p
+    return math.log(step_time / step_energy)
 
 
 def sla_violation(
@@ -164,7 +190,8 @@ def total_reward(
     """The scalar reward of one record.
 
     Failed (or None = no code): its tier. Ok: max(ok_floor, alpha*speedup + beta*energy +
-    delta*power - gamma*sla + ipw_blend*ipw), a None term contributing 0 (as trl does).
+    delta*power - gamma*sla + ipw_blend*ipw), a None term contributing 0 (as trl does); ipw is
+    the served model's, with the op share cfg.ipw_op_share.
     `sla` is a violation fraction from `sla_violation` (runtime controller); None -> 0.
     """
     if record is None or record.status != "ok":
@@ -174,7 +201,7 @@ def total_reward(
         (cfg.beta_energy, energy(record, allow_modelled_energy)),
         (cfg.delta_power, power(record, allow_modelled_energy)),
         (-cfg.gamma_sla, sla),
-        (cfg.ipw_blend, ipw(record, allow_modelled_energy)),
+        (cfg.ipw_blend, ipw(record, allow_modelled_energy, cfg.ipw_op_share)),
     )
     value = sum(w * t for w, t in weighted if t is not None and w != 0.0)
     return max(ok_floor(cfg), float(value))
@@ -187,6 +214,6 @@ def all_terms(record: EvalRecord | None, cfg: RewardConfig, allow_modelled_energ
         "speedup": speedup(record),
         "energy": energy(record, allow_modelled_energy),
         "power": power(record, allow_modelled_energy),
-        "ipw": ipw(record, allow_modelled_energy),
+        "ipw": ipw(record, allow_modelled_energy, cfg.ipw_op_share),
         "total": total_reward(record, cfg, allow_modelled_energy=allow_modelled_energy),
     }
