@@ -93,7 +93,7 @@ def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path
             "hydra/launcher=slurm_local",
             "hydra.launcher.max_num_timeout=1",  # one requeue after a timeout
             "tasks.subset=[01_softmax,02_layer_norm,04_rms_norm]",
-            "evaluate.timing_batches=30",
+            "evaluate.timing_batches=15",  # long enough that the signal lands before the last task
             "evaluate.result_cache=false",
             "logger=disabled",
             f"hydra.sweep.dir={tmp_path}",

@@ -196,3 +196,17 @@ def test_a_harness_failure_on_one_item_costs_that_record_only(monkeypatch):
     records = evaluator.evaluate_many(items)
     assert [r.status for r in records] == ["crashed", "ok", "ok"]
     assert records[0].error.startswith("evaluation failed: BrokenPipeError")
+
+
+def test_check_correct_reports_the_worst_error_and_its_scale_and_rejects_just_beyond_tolerance():
+    ref = torch.linspace(-3.0, 5.0, 1000)
+    near = ref + 1e-5
+    abs_err, rel_err = check_correct(torch, ref, near, Tol, "t")
+    assert abs_err == pytest.approx(1e-5, rel=1e-2) and rel_err == pytest.approx(1e-5 / 5.0, rel=1e-2)
+    far = ref.clone()
+    far[717] += 2e-4 + 1e-4 * abs(float(ref[717]))  # just beyond atol + rtol * |ref|
+    with pytest.raises(Verdict, match="differs: max abs err"):
+        check_correct(torch, ref, far, Tol, "t")
+    big = torch.tensor([2**40 + 1, 7])  # integers are compared exactly, never through float32
+    with pytest.raises(Verdict, match="differs"):
+        check_correct(torch, big, torch.tensor([2**40, 7]), Tol, "t")

@@ -30,18 +30,19 @@ from rich.table import Table as RichTable
 
 from warpk.config import RunConfig
 from warpk.report.analysis import Analysis, analyse
-from warpk.report.energy import energy_policy
+from warpk.report.energy import MatchedPair, energy_policy
+from warpk.report.failures import FailureRow
+from warpk.report.metrics import RunMetrics, TaskMetrics
 from warpk.report.runs import ReportError, Run, load_runs
 from warpk.report.tables import Table, manifest, to_latex, to_markdown
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def _write_csv(path: Path, kind: type, items: list) -> None:
+    """One row per dataclass item; the header is written even when there are no rows."""
     with path.open("w", newline="") as f:
-        if not rows:
-            return
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=[field.name for field in dataclasses.fields(kind)])
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(_row(item) for item in items)
 
 
 def _row(obj) -> dict:
@@ -81,13 +82,13 @@ def _write(
     energy_label: str,
     results: str,
 ) -> None:
-    _write_csv(run_dir / "per_task.csv", [_row(r) for r in analysis.task_rows])
+    _write_csv(run_dir / "per_task.csv", TaskMetrics, analysis.task_rows)
     (run_dir / "per_task.jsonl").write_text(
         "".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in analysis.task_rows)
     )
-    _write_csv(run_dir / "per_seed.csv", [_row(r) for r in analysis.run_rows])
-    _write_csv(run_dir / "matched_pairs.csv", [_row(p) for p in analysis.pairs])
-    _write_csv(run_dir / "failure_taxonomy.csv", [_row(f) for f in analysis.failures])
+    _write_csv(run_dir / "per_seed.csv", RunMetrics, analysis.run_rows)
+    _write_csv(run_dir / "matched_pairs.csv", MatchedPair, analysis.pairs)
+    _write_csv(run_dir / "failure_taxonomy.csv", FailureRow, analysis.failures)
     tables_dir = run_dir / "tables"
     tables_dir.mkdir(exist_ok=True)
     for table in analysis.tables:
