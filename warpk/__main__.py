@@ -39,6 +39,7 @@ from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require
 from warpk.provenance import git_head
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
+from warpk.trainers.checkpoints import CheckpointMismatch, check_checkpoint
 
 EVALUATING_STAGES = ("evaluate", "train", "hrl")  # stages that run candidates in the sandbox
 
@@ -134,7 +135,9 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
                 config = to_run_config(compose("config", overrides=list(job)), gpu_names)
                 if config.stage in EVALUATING_STAGES:
                     resolve_sandbox(config.evaluate.sandbox)
-            except (ConfigError, HardwareError, SandboxUnavailable) as err:
+                if config.policy.checkpoint and config.stage in ("train", "evaluate"):
+                    check_checkpoint(config.policy)  # a warm start or a sampled policy: loadable?
+            except (ConfigError, HardwareError, SandboxUnavailable, CheckpointMismatch) as err:
                 return str(err) + (f"  [job: {' '.join(job)}]" if multirun else "")
             except Exception as err:  # noqa: BLE001 - Hydra's composition errors
                 return _explain(err)

@@ -96,10 +96,13 @@ class PolicyConfig(_Checked):
     """The kernel-writing LLM: a Hugging Face causal LM with LoRA, or `tiny` built in-process."""
 
     KEY: ClassVar[str] = "policy"
-    name: str = one_of("tiny", "tiny", "qwen2.5-coder-1.5b", "qwen2.5-coder-7b")
-    hf_id: str | None = None  # None: built locally (tiny), no download
-    hidden_size: int | None = number(None, 8, 65536)  # tiny only
-    num_hidden_layers: int | None = number(None, 1, 256)  # tiny only
+    name: str = one_of("tiny", "tiny", "small", "qwen2.5-coder-1.5b", "qwen2.5-coder-7b")
+    hf_id: str | None = None  # None: built locally (tiny, small), no download
+    hidden_size: int | None = number(None, 8, 65536)  # tiny and small only
+    num_hidden_layers: int | None = number(None, 1, 256)  # tiny and small only
+    # lora: train a LoRA adapter on target_modules (the base stays frozen); full: train every
+    # parameter (small: a model of ~1M parameters, where LoRA on attention alone cannot learn)
+    finetune: str = one_of("lora", "lora", "full")
     lora_r: int = number(16, 1, 1024)
     lora_alpha: int = number(32, 1, 4096)
     lora_dropout: float = number(0.05, 0.0, 0.9)
@@ -277,14 +280,20 @@ class TrainConfig(_Checked):
     """stage=train: M0 SFT and M1-M3 GRPO (issue #5). Owned by warpk/trainers."""
 
     KEY: ClassVar[str] = "train"
-    # Defaults keep `stage=train policy=tiny` a couple of minutes on a 2-core CPU; real runs
-    # override them (conf/model/m*.yaml hold per-arm learning rates).
+    # The defaults are the `train=smoke` preset: `stage=train policy=tiny` in seconds on a CPU.
+    # The policy preset picks its own (conf/train/: small -> small_cpu, qwen -> full).
+    name: str = one_of("smoke", "smoke", "small_cpu", "full")  # the preset these values came from
     max_steps: int = number(2, 1)  # optimizer steps (SFT and GRPO)
-    learning_rate: float = number(1e-5, 0.0, 1.0)
+    learning_rate: float = number(1e-5, 0.0, 1.0)  # GRPO (M1-M3)
+    sft_learning_rate: float = number(2e-4, 0.0, 1.0)  # SFT (M0): a few hundred pairs, higher rate
     per_device_batch_size: int = number(8, 1, 4096)  # GRPO: completions per device per step
     gradient_accumulation_steps: int = number(1, 1, 1024)
     num_generations: int = number(8, 2, 1024)  # GRPO group size: completions per prompt
     beta: float = number(0.0, 0.0, 10.0)  # GRPO KL weight; > 0 keeps a reference model
+    # False: a completion cut at policy.max_new_tokens has no closing fence, scores the no-code
+    # tier and that penalty is trained on (it is how the policy learns to finish in budget);
+    # True drops such completions from the loss (DAPO's choice for long reasoning traces).
+    mask_truncated_completions: bool = False
     max_prompt_length: int = number(4096, 16, 1_000_000)  # tokens; longer task prompts are left out
     max_length: int = number(2048, 16, 1_000_000)  # SFT: prompt + solution tokens, truncated beyond
     save_steps: int = number(50, 1)  # checkpoint every N steps (and always at the last step)

@@ -16,13 +16,14 @@ from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
 from tests.conftest import run_warpk
-from warpk.__main__ import CONF_DIR, to_run_config
+from warpk.__main__ import CONF_DIR, preflight, to_run_config
+from warpk.policy import load_policy
 from warpk.records import EvalRecord
 from warpk.rewards import reward_functions
 from warpk.rewards.adapters import completion_text
 from warpk.tracking import read_offline_run
 from warpk.trainers import common, grpo, sft
-from warpk.trainers.checkpoints import latest_checkpoint
+from warpk.trainers.checkpoints import latest_checkpoint, write_stamp
 from warpk.trainers.data import fenced, train_tasks
 from warpk.trainers.source import EvaluatorSource
 
@@ -207,3 +208,58 @@ def test_multiturn_total_is_the_discounted_return_of_the_refinement_turns(tmp_pa
     turn0, turn1 = row["turns/turn0/total_mean"], row["turns/turn1/total_mean"]
     assert row["rewards/total/mean"] == pytest.approx(turn0 + 0.5 * turn1, abs=1e-6)
     assert turn0 >= row["rewards/speedup/mean"] - 1e-6  # turn 0's own terms (total adds the ok floor)
+
+
+# --- warm start (policy.checkpoint with stage=train) and full fine-tuning ------------------------
+def _sft(tmp_path, *overrides: str):
+    """A 2-step M0 run's adapter dir."""
+    run_dir = tmp_path / "m0"
+    sft.run_sft(config("model=m0", "train.max_steps=2", "train.sft_learning_rate=1e-2", *overrides),
+                run_dir, lambda metrics: None)  # fmt: skip
+    return run_dir / "adapter"
+
+
+@pytest.mark.slow
+def test_grpo_warm_start_trains_the_m0_adapter_from_its_saved_weights(tmp_path):
+    adapter = _sft(tmp_path)
+    saved = load_file(adapter / "adapter_model.safetensors")
+    assert any(t.abs().sum() > 0 for n, t in saved.items() if "lora_B" in n)  # SFT moved them
+    cfg = config("model=m1", "train.max_steps=1", "train.learning_rate=1e-2", f"policy.checkpoint={adapter}")
+    trainer = grpo.build_trainer(cfg, tmp_path / "m1", _VaryingSource())
+    lora = {n: p for n, p in trainer.model.named_parameters() if "lora_" in n}
+    assert lora and all(p.requires_grad for p in lora.values())  # the M0 adapter itself trains
+    by_suffix = {n.split("base_model.model.")[-1]: t for n, t in saved.items()}
+    for name, p in lora.items():
+        assert torch.equal(p.detach(), by_suffix[name.split("base_model.model.")[-1].replace(".default", "")])
+    before = {n: p.detach().clone() for n, p in lora.items()}
+    trainer.train()
+    after = dict(trainer.model.named_parameters())
+    assert any(not torch.equal(before[n], after[n].detach()) for n in before)
+
+
+@pytest.mark.slow
+def test_full_finetune_trains_every_weight_and_warm_starts_from_the_saved_model(tmp_path):
+    model_dir = _sft(tmp_path, "policy=small", "train.per_device_batch_size=2")
+    stamp = json.loads((model_dir / "warpk_policy.json").read_text())
+    assert stamp["policy"] == "small" and stamp["finetune"] == "full"
+    saved = load_file(model_dir / "model.safetensors")
+    base, _ = load_policy(config("policy=small").policy, common.cache_dir(config("policy=small")))
+    assert all(p.requires_grad for p in base.parameters())
+    changed = [n for n, p in base.named_parameters() if not torch.equal(p.detach(), saved[n])]
+    assert "model.embed_tokens.weight" in changed and len(changed) == len(list(base.parameters()))
+    cfg = config("model=m1", "policy=small", "train.max_steps=1", f"policy.checkpoint={model_dir}")
+    trainer = grpo.build_trainer(cfg, tmp_path / "m1", _VaryingSource())
+    assert all(torch.equal(p.detach(), saved[n]) for n, p in trainer.model.named_parameters())
+
+
+def test_a_bad_checkpoint_is_refused_at_preflight_naming_the_key(tmp_path):
+    job = ["stage=train", "model=m1", "logger=disabled"]
+    assert "is not a directory" in preflight([*job, f"policy.checkpoint={tmp_path / 'nope'}"], [])
+    assert "holds no adapter_config.json" in preflight([*job, f"policy.checkpoint={tmp_path}"], [])
+    (tmp_path / "adapter_config.json").write_text("{}")
+    write_stamp(tmp_path, config("policy=tiny", "policy.hidden_size=32").policy, arm="m0")
+    error = preflight([*job, f"policy.checkpoint={tmp_path}"], [])
+    assert "policy.checkpoint=" in error and "hidden_size: trained 32, requested 64" in error
+    result = run_warpk(*job, f"policy.checkpoint={tmp_path / 'nope'}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode != 0 and "is not a directory" in result.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything ran

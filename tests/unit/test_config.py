@@ -10,7 +10,7 @@ from warpk.hardware import HardwareError, detect_gpu_names, profile_for
 
 GROUPS = {
     g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml"))
-    for g in ("model", "policy", "reward", "hardware", "sla", "tasks", "logger")
+    for g in ("model", "policy", "train", "reward", "hardware", "sla", "tasks", "logger")
 }
 
 
@@ -25,7 +25,8 @@ def test_groups_have_the_designed_options():
     assert GROUPS["sla"] == ["latency_sensitive", "mixed", "throughput"]
     assert GROUPS["logger"] == ["disabled", "wandb_offline", "wandb_online"]
     assert GROUPS["reward"] == ["energy", "hrl", "ipw_blend", "kernel"]
-    assert GROUPS["policy"] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-7b", "tiny"]
+    assert GROUPS["policy"] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-7b", "small", "tiny"]
+    assert GROUPS["train"] == ["full", "small_cpu", "smoke"]
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g, opts in GROUPS.items() for o in opts])

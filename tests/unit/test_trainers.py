@@ -187,8 +187,18 @@ def test_group_size_must_divide_the_generation_batch():
         config("train.num_generations=1")
 
 
-def test_m0_preset_sets_a_higher_sft_learning_rate():
-    assert config("model=m0").train.learning_rate > config("model=m1").train.learning_rate
+def test_sft_has_its_own_higher_learning_rate():
+    assert config("model=m0").train.sft_learning_rate > config("model=m1").train.learning_rate
+
+
+def test_the_policy_preset_picks_its_train_preset_and_the_command_line_wins():
+    assert config().train.name == "smoke" and config().train.max_steps == 2
+    assert config("policy=small").train.name == "small_cpu"
+    qwen = config("policy=qwen2.5-coder-7b")
+    assert qwen.train.name == "full" and qwen.train.max_steps >= 100 and qwen.policy.max_new_tokens >= 2048
+    t = qwen.train
+    assert t.per_device_batch_size * t.gradient_accumulation_steps >= 4 * t.num_generations  # 4 prompts
+    assert config("policy=qwen2.5-coder-7b", "train=smoke").train.max_steps == 2
 
 
 # --- checkpoints ---------------------------------------------------------------------------

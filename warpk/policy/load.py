@@ -1,6 +1,6 @@
 """Load the policy named by `policy=...` and its LoRA settings.
 
-`tiny` is built in-process (warpk.policy.tiny); the Qwen presets load from a local Hugging Face
+`tiny` and `small` are built in-process (warpk.policy.tiny); the Qwen presets load from a local Hugging Face
 cache: `WARPK_HF_CACHE` (else `<cache_dir>/hf`) is passed as `cache_dir`, and
 `WARPK_HF_LOCAL_FILES_ONLY=1` forbids any download. Missing weights raise `PolicyWeightsMissing`
 naming the expected folder and both variables, never a silent download attempt in tests.
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from warpk.config import PolicyConfig
-from warpk.policy.tiny import build_tiny_policy
+from warpk.policy.tiny import LOCAL_POLICIES, build_tiny_policy
 
 HF_CACHE_ENV = "WARPK_HF_CACHE"
 LOCAL_ONLY_ENV = "WARPK_HF_LOCAL_FILES_ONLY"
@@ -64,7 +64,7 @@ def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = dtype or torch.float32
-    if config.name == "tiny":
+    if config.name in LOCAL_POLICIES:
         folder = build_tiny_policy(config, Path(cache_dir))
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)

@@ -1,17 +1,23 @@
-"""The `policy=tiny` model: a Qwen2-architecture causal LM and a BPE tokenizer built in-process.
+"""The in-process policies, `policy=tiny` and `policy=small`: a Qwen2-architecture causal LM and
+a BPE tokenizer built here, no download.
 
-Why: CPU tests and laptop runs need the real loading path (`from_pretrained(folder)`, chat
-template, generate, LoRA on q/k/v/o) without downloading weights. The tokenizer is trained on the
-bundled kernelbench/ sources with Qwen's pre-tokenizer regex, because transformers 5 loads a
+- `tiny` is for plumbing: CPU tests and laptop runs need the real loading path
+  (`from_pretrained(folder)`, chat template, generate, LoRA) in seconds. It is random and writes
+  nonsense; its LoRA on q/k/v/o (embeddings and head frozen) cannot learn to write code.
+- `small` is for learning on a CPU (docs/training.md, "A policy that learns on a CPU"): every
+  parameter trains (`policy.finetune=full`), and its tokenizer also knows the prompt's fixed text,
+  so prompts are ~30% shorter. Its tokenizer never sees a held-out solution: its corpus is the
+  problems (they are in every prompt anyway), the train split's solutions and the prompt's
+  instructions.
+
+Tokenizers are trained with Qwen's pre-tokenizer regex, because transformers 5 loads a
 `model_type=qwen2` folder as `Qwen2Tokenizer`, which rebuilds Qwen's pre-tokenizer and keeps only
 the vocab and merges (shared/notes/trl_wandb_handson.md section 2); any other pre-tokenizer
 would give different ids through `AutoTokenizer`.
 
-Build is deterministic (fixed seed, sorted corpus) and cached under `cache_dir/tiny-<hash>`, the
-hash covering the settings, the recipe version and the corpus text. The folder is written to a
-temporary sibling and renamed, so a crashed build never leaves a half folder that looks cached.
-
-Non-goals: the model is random and writes nonsense; it is for plumbing, not for quality.
+Build is deterministic (fixed seed, sorted corpus) and cached under `cache_dir/<name>-<hash>`,
+the hash covering the settings, the recipe version and the corpus text. The folder is written to
+a temporary sibling and renamed, so a crashed build never leaves a half folder that looks cached.
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from warpk.config import PolicyConfig
 from warpk.tasks import BUNDLED_ROOT
 
 RECIPE_VERSION = 1  # bump when the build below changes what it writes
-VOCAB_SIZE = 1024
+VOCAB_SIZE = 1024  # tiny's; small's is SMALL_VOCAB_SIZE
+SMALL_VOCAB_SIZE = 4096  # more merges than the corpus needs: ~555 prompt tokens, ~118 per solution
 SEED = 0
+LOCAL_POLICIES = ("tiny", "small")
 MAX_POSITIONS = 4096
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Qwen2's pre-tokenizer split (the regex Qwen2Tokenizer hard-codes).
@@ -46,11 +54,33 @@ CHAT_TEMPLATE = (
 
 
 def corpus_files(root: Path = BUNDLED_ROOT) -> list[Path]:
-    """The tokenizer's training text: bundled problems and solutions, in sorted (deterministic) order."""
+    """tiny's tokenizer text: bundled problems and solutions, in sorted (deterministic) order."""
     files = sorted((root / "problems").glob("*.py")) + sorted((root / "solutions").glob("*/*.py"))
     if not files:
         raise FileNotFoundError(f"no tokenizer corpus under {root}/problems or {root}/solutions")
     return files
+
+
+def small_corpus(root: Path = BUNDLED_ROOT) -> list[str]:
+    """small's tokenizer text: every problem, the train split's solutions, the prompt's fixed text."""
+    from warpk.policy.prompt import RULES, SYSTEM_PROMPT
+    from warpk.tasks import load_task_file
+
+    problems = sorted((root / "problems").glob("*.py"))
+    train = [p for p in problems if load_task_file(p).split == "train"]
+    solutions = [s for p in train for s in sorted((root / "solutions" / p.stem).glob("*.py"))]
+    if not solutions:
+        raise FileNotFoundError(f"no train-split solutions under {root}/solutions")
+    # the instructions repeat in every prompt: weigh them like that many files
+    return [p.read_text() for p in problems + solutions] + [SYSTEM_PROMPT, RULES] * len(problems)
+
+
+def _corpus(config: PolicyConfig) -> list[str]:
+    return small_corpus() if config.name == "small" else [p.read_text() for p in corpus_files()]
+
+
+def _vocab(config: PolicyConfig) -> int:
+    return SMALL_VOCAB_SIZE if config.name == "small" else VOCAB_SIZE
 
 
 def _shape(config: PolicyConfig) -> dict:
@@ -69,14 +99,16 @@ def _shape(config: PolicyConfig) -> dict:
 def settings_hash(config: PolicyConfig, texts: list[str]) -> str:
     """Content hash of everything the built folder depends on (16 hex digits)."""
     digest = hashlib.sha256()
-    settings = {"recipe": RECIPE_VERSION, "vocab": VOCAB_SIZE, "seed": SEED, **_shape(config)}
+    settings = {"recipe": RECIPE_VERSION, "vocab": _vocab(config), "seed": SEED, **_shape(config)}
+    if config.name != "tiny":  # tiny's hash predates the other presets; keep its folders valid
+        settings["preset"] = config.name
     digest.update(json.dumps(settings, sort_keys=True).encode())
     for text in texts:
         digest.update(hashlib.sha256(text.encode()).digest())
     return digest.hexdigest()[:16]
 
 
-def _train_tokenizer(texts: list[str]):
+def _train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE):
     from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, trainers
     from tokenizers.models import BPE
     from transformers import PreTrainedTokenizerFast
@@ -91,7 +123,7 @@ def _train_tokenizer(texts: list[str]):
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
+        vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
@@ -112,7 +144,7 @@ def _write(config: PolicyConfig, texts: list[str], folder: Path) -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer = _train_tokenizer(texts)
+    tokenizer = _train_tokenizer(texts, _vocab(config))
     model_config = Qwen2Config(
         vocab_size=len(tokenizer),
         max_position_embeddings=MAX_POSITIONS,
@@ -131,22 +163,25 @@ def _write(config: PolicyConfig, texts: list[str], folder: Path) -> None:
 
 
 def build_tiny_policy(config: PolicyConfig, cache_dir: Path) -> Path:
-    """Build the tiny policy once and return its folder (reused when the hash matches).
+    """Build an in-process policy (tiny or small) once and return its folder (reused when the
+    hash matches).
 
     Args:
         config: the `policy` group; hidden_size and num_hidden_layers set the model's size.
-        cache_dir: parent folder; the result is `cache_dir/tiny-<hash>`.
+        cache_dir: parent folder; the result is `cache_dir/<name>-<hash>`.
 
     Returns:
         A folder loadable by `AutoTokenizer.from_pretrained` and `AutoModelForCausalLM.from_pretrained`.
     """
-    texts = [p.read_text() for p in corpus_files()]
+    if config.name not in LOCAL_POLICIES:
+        raise ValueError(f"policy={config.name} is not built in-process; those are {LOCAL_POLICIES}")
+    texts = _corpus(config)
     cache_dir = Path(cache_dir)
-    folder = cache_dir / f"tiny-{settings_hash(config, texts)}"
+    folder = cache_dir / f"{config.name}-{settings_hash(config, texts)}"
     if (folder / "model.safetensors").is_file():
         return folder
     cache_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-build-", dir=cache_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f".{config.name}-build-", dir=cache_dir))
     try:
         _write(config, texts, staging)
         try:

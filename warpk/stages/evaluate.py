@@ -151,7 +151,7 @@ def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalReco
 def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> dict:
     """policy.checkpoint=DIR: base policy + LoRA adapter from DIR, train.samples_per_task
     completions per selected task, evaluated (warpk.trainers.sample); returns the summary."""
-    from warpk.trainers.checkpoints import load_adapter
+    from warpk.trainers.checkpoints import load_trained
     from warpk.trainers.common import build_evaluator, cache_dir
     from warpk.trainers.sample import evaluate_policy
 
@@ -160,7 +160,7 @@ def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> d
         raise TaskError(
             f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
         )
-    model, tokenizer = load_adapter(config.policy, Path(config.policy.checkpoint), cache_dir(config))
+    model, tokenizer = load_trained(config.policy, Path(config.policy.checkpoint), cache_dir(config))
     if config.hardware.device == "cuda":
         model = model.to("cuda")
     k = config.train.samples_per_task

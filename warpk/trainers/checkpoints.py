@@ -3,12 +3,15 @@
 Layout under a run dir:
     checkpoints/checkpoint-<step>/   transformers Trainer checkpoints (adapter, optimizer,
                                      scheduler, RNG, trainer_state.json) + warpk_policy.json
-    adapter/                         the final LoRA adapter (peft `save_pretrained`) + tokenizer
+    adapter/                         the final LoRA adapter (peft `save_pretrained`), or the
+                                     whole model with policy.finetune=full, + tokenizer
                                      + warpk_policy.json
 
-`warpk_policy.json` names the policy preset (and, for `tiny`, its shape) the adapter was trained
-on. `load_adapter` refuses an adapter whose stamp differs from the requested preset: LoRA weights
-applied to another base model would load silently (same module names) and sample garbage.
+`warpk_policy.json` names the policy preset (and, for `tiny`/`small`, its shape) the adapter was
+trained on, and its fine-tuning (`lora`: a peft adapter; `full`: the whole model). `load_trained`
+refuses a folder whose stamp differs from the requested preset: LoRA weights applied to another
+base model would load silently (same module names) and sample garbage. `check_checkpoint` is the
+same test without loading anything, for preflight.
 
 A restarted run with the same run dir resumes from `latest_checkpoint` (train.resume=true).
 
@@ -38,12 +41,13 @@ class CheckpointMismatch(TaskError):
 
 
 def stamp_of(policy: PolicyConfig) -> dict:
-    """What identifies the base model an adapter belongs to."""
+    """What identifies the base model an adapter belongs to, and how it was fine-tuned."""
     return {
         "policy": policy.name,
         "hf_id": policy.hf_id,
         "hidden_size": policy.hidden_size,
         "num_hidden_layers": policy.num_hidden_layers,
+        "finetune": policy.finetune,
     }
 
 
@@ -62,7 +66,7 @@ def read_stamp(folder: Path) -> dict:
 
 def check_stamp(folder: Path, policy: PolicyConfig) -> dict:
     """The stamp of `folder`; raises CheckpointMismatch when it names another base model."""
-    stamp = read_stamp(folder)
+    stamp = {"finetune": "lora", **read_stamp(folder)}  # stamps before policy.finetune were LoRA
     want = stamp_of(policy)
     differ = {k: (stamp.get(k), v) for k, v in want.items() if stamp.get(k) != v}
     if differ:
@@ -98,15 +102,36 @@ def stamp_callback(policy: PolicyConfig, arm: str):
     return _Stamp()
 
 
-def load_adapter(policy: PolicyConfig, folder: Path, cache_dir: Path):
-    """(model with the LoRA adapter of `folder`, tokenizer), after checking the stamp."""
-    from peft import PeftModel
+def check_checkpoint(policy: PolicyConfig, folder: Path | None = None) -> dict:
+    """The stamp of `policy.checkpoint` (or `folder`) once it is known to be loadable as the
+    requested policy: the folder exists, holds what its fine-tuning writes, and was trained from
+    the same base. Cheap (reads two small files): preflight runs it before anything loads."""
+    folder = Path(folder or policy.checkpoint or "")
+    if not folder.is_dir():
+        raise CheckpointMismatch(f"policy.checkpoint={folder} is not a directory")
+    needed = "adapter_config.json" if policy.finetune == "lora" else "config.json"
+    if not (folder / needed).is_file():
+        kind = "a peft LoRA adapter" if policy.finetune == "lora" else "a fully fine-tuned model"
+        raise CheckpointMismatch(
+            f"policy.checkpoint={folder} holds no {needed}: not {kind} (policy.finetune={policy.finetune})"
+        )
+    return check_stamp(folder, policy)
 
+
+def load_trained(policy: PolicyConfig, folder: Path, cache_dir: Path, dtype=None, trainable: bool = False):
+    """(model trained from `policy`, as saved in `folder`, tokenizer), after check_checkpoint.
+
+    LoRA: the base policy with the adapter of `folder` (its weights trainable with `trainable`,
+    so GRPO continues the SFT adapter rather than starting a new one). Full: the saved model."""
     from warpk.policy import load_policy
 
     folder = Path(folder)
-    if not (folder / "adapter_config.json").is_file():
-        raise CheckpointMismatch(f"policy.checkpoint={folder} holds no adapter_config.json (peft adapter)")
-    check_stamp(folder, policy)
-    base, tokenizer = load_policy(policy, cache_dir)
-    return PeftModel.from_pretrained(base, str(folder)), tokenizer
+    check_checkpoint(policy, folder)
+    base, tokenizer = load_policy(policy, cache_dir, dtype=dtype)
+    if policy.finetune == "full":
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=base.dtype), tokenizer
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(base, str(folder), is_trainable=trainable), tokenizer

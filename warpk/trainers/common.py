@@ -17,7 +17,7 @@ from pathlib import Path
 from warpk.config import RunConfig
 from warpk.evaluator import Evaluator, default_cache_dir
 from warpk.rewards.terms import reads_energy
-from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, write_stamp
+from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, load_trained, write_stamp
 
 
 def cache_dir(config: RunConfig) -> Path:
@@ -67,13 +67,23 @@ def trainer_args(config: RunConfig, run_dir: Path) -> dict:
 
 
 def load_train_policy(config: RunConfig):
-    """(model, tokenizer) of the base policy: bf16 weights on a GPU, fp32 on the CPU."""
+    """(model, tokenizer, peft config or None) to train: bf16 weights on a GPU, fp32 on the CPU.
+
+    With `policy.checkpoint` (warm start, e.g. M1 from M0's adapter) the trained model of that
+    folder, its LoRA weights trainable, and no new adapter; otherwise the base policy with a new
+    LoRA adapter from the preset, or none when `policy.finetune=full` (every weight trains)."""
     import torch
 
-    from warpk.policy import load_policy
+    from warpk.policy import load_policy, lora_config
 
     dtype = torch.float32 if config.hardware.device == "cpu" else torch.bfloat16
-    return load_policy(config.policy, cache_dir(config), dtype=dtype)
+    if config.policy.checkpoint:
+        model, tokenizer = load_trained(
+            config.policy, Path(config.policy.checkpoint), cache_dir(config), dtype=dtype, trainable=True
+        )
+        return model, tokenizer, None
+    model, tokenizer = load_policy(config.policy, cache_dir(config), dtype=dtype)
+    return model, tokenizer, lora_config(config.policy) if config.policy.finetune == "lora" else None
 
 
 def build_evaluator(config: RunConfig, for_reward: bool = False) -> Evaluator:
@@ -115,7 +125,10 @@ def train_and_save(config: RunConfig, run_dir: Path, trainer, log) -> dict:
     trainer.train(resume_from_checkpoint=resume)
     adapter = Path(run_dir) / ADAPTER
     trainer.save_model(str(adapter))
-    write_stamp(adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step)
+    write_stamp(
+        adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step,
+        warm_start=config.policy.checkpoint,
+    )  # fmt: skip
     summary = history_summary(trainer.state.log_history)
     summary["global_step"] = float(trainer.state.global_step)
     summary["resumed_from"] = resume

@@ -52,6 +52,7 @@ def grpo_args(config: RunConfig, run_dir: Path):
         max_completion_length=config.policy.max_new_tokens,
         temperature=config.policy.temperature,
         beta=config.train.beta,
+        mask_truncated_completions=config.train.mask_truncated_completions,
         log_completions=False,
     )
 
@@ -60,10 +61,8 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
     """The GRPOTrainer for `config`, its rewards reading records from `source`."""
     from trl import GRPOTrainer
 
-    from warpk.policy import lora_config
-
     check_batch(config)
-    model, tokenizer = common.load_train_policy(config)
+    model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
     funcs, weights = reward_functions(shared, config.reward)
     if config.model.turns > 1:  # total = discounted return over refinement turns
@@ -80,7 +79,7 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
         args=args,
         train_dataset=to_dataset(grpo_rows(config, tasks, tokenizer)),
         processing_class=tokenizer,
-        peft_config=lora_config(config.policy),
+        peft_config=peft_config,
         callbacks=[stamp_callback(config.policy, config.model.name)],
     )
     if isinstance(funcs[0], DiscountedTotal):

@@ -23,17 +23,18 @@ def build_trainer(config: RunConfig, run_dir: Path):
     """The SFTTrainer for `config` (LoRA from the policy preset)."""
     from trl import SFTConfig, SFTTrainer
 
-    from warpk.policy import lora_config
-
-    model, tokenizer = common.load_train_policy(config)
+    model, tokenizer, peft_config = common.load_train_policy(config)
     rows = sft_rows(config, train_tasks(config), tokenizer)
-    args = SFTConfig(**common.trainer_args(config, run_dir), max_length=config.train.max_length)
+    args = SFTConfig(
+        **{**common.trainer_args(config, run_dir), "learning_rate": config.train.sft_learning_rate},
+        max_length=config.train.max_length,
+    )
     return SFTTrainer(
         model=model,
         args=args,
         train_dataset=to_dataset(rows),
         processing_class=tokenizer,
-        peft_config=lora_config(config.policy),
+        peft_config=peft_config,
         callbacks=[stamp_callback(config.policy, config.model.name)],
     )
 
