@@ -297,6 +297,20 @@ def test_adapter_conversational_completions_and_none_terms():
     assert TermReward("correctness", src, M1)(None, msgs, ["a", "b"]) == [0.0, -0.5]
 
 
+def test_the_correctness_adapter_logs_the_batchs_correct_and_compile_rates_through_trl():
+    logged = []
+    completions = ["fast", "wrong", "", "same"]  # ok 2x, incorrect (compiled), no code, ok 1x
+    TermReward("correctness", RecordingSource(), M1)(
+        None, completions, ["a", "b", "c", "d"], log_metric=lambda name, value: logged.append((name, value))
+    )
+    assert dict(logged) == pytest.approx(
+        {"evaluator/correct_rate": 0.5, "evaluator/compile_rate": 0.75, "evaluator/ok_speedup_geomean": 2**0.5}
+    )
+    logged.clear()
+    TermReward("total", RecordingSource(), M1)(None, completions, ["a"] * 4, log_metric=lambda *a: logged.append(a))
+    assert logged == []  # once per batch, not once per term
+
+
 def test_reward_functions_share_one_call_and_have_names_and_weights():
     src = RecordingSource()
     funcs, weights = reward_functions(src, M3)

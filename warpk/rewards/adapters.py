@@ -7,18 +7,21 @@ against that completion's OWN task_id, and maps one term over them.
 
 `RecordSource` is the seam to the evaluator: the GRPO trainer implements it with code extraction
 + `Evaluator.evaluate_many`; tests use a double. `SharedBatch` wraps a source so that all terms
-of one batch share a single `records_for` call.
+of one batch share a single `records_for` call. The `correctness` adapter also logs, through
+trl's `log_metric`, what the evaluator said of the batch (`evaluator/correct_rate`,
+`evaluator/compile_rate`, `evaluator/ok_speedup_geomean`): trl averages them per step.
 
 Non-goals: no trl, hydra or wandb import; no evaluation here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from warpk.config import RewardConfig
-from warpk.records import EvalRecord
+from warpk.records import COMPILED, EvalRecord
 from warpk.rewards import terms
 
 TERMS = ("total", "correctness", "speedup", "energy", "power", "ipw")
@@ -62,6 +65,21 @@ class SharedBatch:
         return list(self._records)
 
 
+def batch_rates(records: Sequence[EvalRecord | None]) -> dict[str, float]:
+    """What the evaluator said of one reward batch: correct and compile rates (None = no code
+    counts as neither) and the geometric-mean speedup of its ok records when there are any."""
+    n = max(len(records), 1)
+    ok = [r for r in records if r is not None and r.status == "ok"]
+    rates = {
+        "correct_rate": len(ok) / n,
+        "compile_rate": sum(r is not None and r.status in COMPILED for r in records) / n,
+    }
+    speedups = [r.speedup for r in ok if r.speedup and r.speedup > 0]
+    if speedups:
+        rates["ok_speedup_geomean"] = math.exp(sum(map(math.log, speedups)) / len(speedups))
+    return rates
+
+
 class TermReward:
     """One reward term as a trl reward function; `__name__` is the term, so trl logs rewards/<term>/mean."""
 
@@ -96,6 +114,10 @@ class TermReward:
         if len(task_id) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(task_id)} task ids")
         records = self.source.records_for(completions, list(task_id))
+        log_metric = kwargs.get("log_metric")  # trl's: a per-step mean in its logs and W&B
+        if log_metric is not None and self.term == "correctness":
+            for name, value in batch_rates(records).items():
+                log_metric(f"evaluator/{name}", value)
         return [self.score(r) for r in records]
 
     def __repr__(self) -> str:
