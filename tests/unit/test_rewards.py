@@ -304,10 +304,15 @@ def test_the_correctness_adapter_logs_the_batchs_correct_and_compile_rates_throu
         None, completions, ["a", "b", "c", "d"], log_metric=lambda name, value: logged.append((name, value))
     )
     assert dict(logged) == pytest.approx(
-        {"evaluator/correct_rate": 0.5, "evaluator/compile_rate": 0.75, "evaluator/ok_speedup_geomean": 2**0.5}
+        {
+            "evaluator/correct_rate": 0.5,
+            "evaluator/compile_rate": 0.75,
+            "evaluator/ok_speedup_geomean": 2**0.5,
+        }
     )
     logged.clear()
-    TermReward("total", RecordingSource(), M1)(None, completions, ["a"] * 4, log_metric=lambda *a: logged.append(a))
+    total = TermReward("total", RecordingSource(), M1)
+    total(None, completions, ["a"] * 4, log_metric=lambda *a: logged.append(a))
     assert logged == []  # once per batch, not once per term
 
 
