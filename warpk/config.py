@@ -286,6 +286,8 @@ class TrainConfig(_Checked):
     max_steps: int = number(2, 1)  # optimizer steps (SFT and GRPO)
     learning_rate: float = number(1e-5, 0.0, 1.0)  # GRPO (M1-M3)
     sft_learning_rate: float = number(2e-4, 0.0, 1.0)  # SFT (M0): a few hundred pairs, higher rate
+    sft_max_steps: int | None = number(None, 1)  # SFT's optimizer steps; None = max_steps
+    sft_batch_size: int | None = number(None, 1, 4096)  # SFT's pairs per step; None = per_device_batch_size
     per_device_batch_size: int = number(8, 1, 4096)  # GRPO: completions per device per step
     gradient_accumulation_steps: int = number(1, 1, 1024)
     num_generations: int = number(8, 2, 1024)  # GRPO group size: completions per prompt

@@ -13,6 +13,7 @@ from warpk.evaluator import EvalItem
 from warpk.policy import extract_code
 from warpk.records import EvalRecord
 from warpk.tasks import TaskError
+from warpk.trainers import common
 from warpk.trainers.checkpoints import (
     CheckpointMismatch,
     check_stamp,
@@ -313,3 +314,16 @@ def test_the_reward_evaluator_measures_energy_only_when_the_reward_reads_it(
     cfg = config(f"model={model}", f"evaluate.energy={energy}")
     assert build_evaluator(cfg, for_reward=True).energy == reward_energy
     assert build_evaluator(cfg).energy == heldout_energy
+
+
+def test_sft_steps_batch_and_rate_come_from_their_own_keys_where_the_preset_sets_them(tmp_path):
+    small = config("policy=small")
+    sft_args = common.trainer_args(small, tmp_path, sft=True)
+    grpo_args = common.trainer_args(small, tmp_path)
+    assert (sft_args["max_steps"], sft_args["per_device_train_batch_size"]) == (150, 4)
+    assert sft_args["learning_rate"] == small.train.sft_learning_rate
+    assert (grpo_args["max_steps"], grpo_args["per_device_train_batch_size"]) == (24, 16)
+    assert grpo_args["learning_rate"] == small.train.learning_rate
+    check_batch(small)  # the GRPO batch holds whole groups
+    smoke = common.trainer_args(config(), tmp_path, sft=True)  # unset: the shared keys
+    assert (smoke["max_steps"], smoke["per_device_train_batch_size"]) == (2, 8)

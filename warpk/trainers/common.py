@@ -42,19 +42,22 @@ def _checkpointing_field() -> str:
     return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
 
 
-def trainer_args(config: RunConfig, run_dir: Path) -> dict:
-    """Keyword arguments common to trl's SFTConfig and GRPOConfig."""
+def trainer_args(config: RunConfig, run_dir: Path, sft: bool = False) -> dict:
+    """Keyword arguments common to trl's SFTConfig and GRPOConfig (`sft`: the SFT steps,
+    batch and learning rate, where the preset sets them apart)."""
     t = config.train
     on_cpu = config.hardware.device == "cpu"
+    steps = (t.sft_max_steps or t.max_steps) if sft else t.max_steps
+    batch = (t.sft_batch_size or t.per_device_batch_size) if sft else t.per_device_batch_size
     return {
         "output_dir": str(Path(run_dir) / CHECKPOINTS),
         "use_cpu": on_cpu,  # with bf16=False: pure fp32 on the CPU (no bf16 autocast)
         "bf16": not on_cpu,
         _checkpointing_field(): not on_cpu,  # trl's default on a GPU (memory); off on the CPU (speed)
-        "per_device_train_batch_size": t.per_device_batch_size,
+        "per_device_train_batch_size": batch,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
-        "max_steps": t.max_steps,
-        "learning_rate": t.learning_rate,
+        "max_steps": steps,
+        "learning_rate": t.sft_learning_rate if sft else t.learning_rate,
         "logging_steps": 1,
         "save_strategy": "steps",
         "save_steps": t.save_steps,

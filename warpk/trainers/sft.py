@@ -26,7 +26,7 @@ def build_trainer(config: RunConfig, run_dir: Path):
     model, tokenizer, peft_config = common.load_train_policy(config)
     rows = sft_rows(config, train_tasks(config), tokenizer)
     args = SFTConfig(
-        **{**common.trainer_args(config, run_dir), "learning_rate": config.train.sft_learning_rate},
+        **common.trainer_args(config, run_dir, sft=True),
         max_length=config.train.max_length,
     )
     return SFTTrainer(

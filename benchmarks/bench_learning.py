@@ -1,0 +1,246 @@
+"""Does an arm learn? M0 (SFT), then M1 (GRPO warm-started from M0), on the bundled train split.
+
+Everything runs through `python -m warpk` with `policy=small` (its `train=small_cpu` recipe) on
+the CPU, per seed:
+
+  1. M0: `stage=train model=m0` (SFT on the train split's solutions);
+  2. M0 evaluated: `stage=evaluate policy.checkpoint=<m0>/adapter tasks.split=train` with
+     `train.samples_per_task=K` completions per task;
+  3. M1: `stage=train model=m1 policy.checkpoint=<m0>/adapter` (GRPO rewarded by the real
+     evaluator; trl logs reward mean/std, correct and compile rate, speedup per step to W&B);
+  4. M1 evaluated exactly as M0 was (same tasks, K, temperature, evaluator).
+
+"Train reward" of a policy is the mean `warpk.rewards.total_reward` (reward=kernel, M1's) of its
+K x tasks evaluation records; "correct rate" the share of them that are ok. Both stage=train runs
+also evaluate their policy on the held-out split; those figures are reported beside, whatever
+they are. Over seeds: mean and 95% Student-t interval, and the paired (per-seed) M1 - M0
+difference with its interval. The goal (issue #14): M1 above M0 by more than their intervals.
+
+    python benchmarks/bench_learning.py --out docs/data/learning-cpu [--seeds 0 1 2 --k 16]
+
+Writes bench_learning.json, bench_learning.md and learning_curves.png to --out, and keeps every
+run dir (records.jsonl, W&B offline runs) under --out/runs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from warpk.config import RewardConfig  # noqa: E402
+from warpk.records import EvalRecord  # noqa: E402
+from warpk.report.stats import t_interval  # noqa: E402
+from warpk.rewards import total_reward  # noqa: E402
+from warpk.tracking import read_offline_run  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+# Six train-split tasks with short solutions (65-110 tokens of small's tokenizer): SFT fits them
+# in a minute and a GRPO step evaluates in seconds on 2 cores.
+TASKS = ["01_softmax", "03_gelu_tanh", "07_attention", "14_mish", "21_scale_mask_softmax", "23_geglu"]
+CURVE_KEYS = {
+    "reward": "train/reward",
+    "reward_std": "train/reward_std",
+    "correct_rate": "train/evaluator/correct_rate",
+    "compile_rate": "train/evaluator/compile_rate",
+    "ok_speedup": "train/evaluator/ok_speedup_geomean",
+}
+
+
+def warpk(run_dir: Path, *overrides: str) -> float:
+    """Run one `python -m warpk` job into run_dir; its wall seconds. Fails loudly with its stderr."""
+    start = time.perf_counter()
+    cmd = [sys.executable, "-m", "warpk", *overrides, f"hydra.run.dir={run_dir}"]
+    print("$", " ".join(cmd[1:]), flush=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
+    (run_dir.parent / f"{run_dir.name}.log").write_text(result.stdout + result.stderr)
+    if result.returncode:
+        raise SystemExit(f"{' '.join(overrides)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def policy_scores(records_path: Path, cfg: RewardConfig) -> dict:
+    """Mean reward, correct rate and count of one policy evaluation's records."""
+    records = [EvalRecord.from_json(x) for x in records_path.read_text().splitlines()]
+    rewards = [total_reward(r, cfg) for r in records]
+    return {
+        "reward": sum(rewards) / len(rewards),
+        "correct_rate": sum(r.status == "ok" for r in records) / len(records),
+        "n": len(records),
+    }
+
+
+def curves(run_dir: Path) -> dict[str, list]:
+    """Per optimizer step of a GRPO run, from its W&B offline run."""
+    history = [h for h in read_offline_run(run_dir / "wandb")["history"] if "train/reward" in h]
+    out: dict[str, list] = {"step": [h["train/global_step"] for h in history]}
+    for name, key in CURVE_KEYS.items():
+        out[name] = [h.get(key) for h in history]
+    return out
+
+
+def one_seed(out: Path, seed: int, k: int, extra: list[str]) -> dict:
+    runs = out / "runs" / f"seed{seed}"
+    runs.mkdir(parents=True, exist_ok=True)
+    common = ["policy=small", "hardware=cpu", f"seed={seed}", f"tasks.subset=[{','.join(TASKS)}]", *extra]
+    wall = {}
+    wall["m0_train"] = warpk(runs / "m0", "stage=train", "model=m0", "logger=wandb_offline", *common)
+    adapter = runs / "m0" / "adapter"
+    evaluate = ["stage=evaluate", "tasks.split=train", f"train.samples_per_task={k}", "logger=disabled"]
+    wall["m0_eval"] = warpk(runs / "m0_eval", *evaluate, f"policy.checkpoint={adapter}", *common)
+    wall["m1_train"] = warpk(
+        runs / "m1",
+        "stage=train",
+        "model=m1",
+        "logger=wandb_offline",
+        f"policy.checkpoint={adapter}",
+        *common,
+    )
+    wall["m1_eval"] = warpk(
+        runs / "m1_eval", *evaluate, f"policy.checkpoint={runs / 'm1' / 'adapter'}", *common
+    )
+    cfg = RewardConfig()  # reward=kernel: M1's
+    result = {"seed": seed, "wall_s": wall, "m1_curves": curves(runs / "m1")}
+    for arm in ("m0", "m1"):
+        result[arm] = policy_scores(runs / f"{arm}_eval" / "records.jsonl", cfg)
+        heldout = json.loads((runs / arm / "summary.json").read_text())
+        result[arm]["heldout_correct_rate"] = heldout.get("correct_rate")
+        result[arm]["heldout_pass_at_1"] = heldout.get("pass_at_1")
+    print(f"seed {seed}: M0 reward {result['m0']['reward']:.3f} correct {result['m0']['correct_rate']:.3f} | "
+          f"M1 reward {result['m1']['reward']:.3f} correct {result['m1']['correct_rate']:.3f} | "
+          f"{sum(wall.values()):.0f} s", flush=True)  # fmt: skip
+    return result
+
+
+def interval(values: list[float]) -> dict:
+    iv = t_interval(values, 0.95)
+    return {"mean": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n, "note": iv.reason}
+
+
+def summarise(seeds: list[dict]) -> dict:
+    out = {}
+    for metric in ("reward", "correct_rate", "heldout_correct_rate"):
+        m0 = [s["m0"][metric] for s in seeds]
+        m1 = [s["m1"][metric] for s in seeds]
+        if None in m0 or None in m1:
+            continue
+        out[metric] = {
+            "m0": interval(m0),
+            "m1": interval(m1),
+            "m1_minus_m0": interval([b - a for a, b in zip(m0, m1, strict=True)]),
+        }
+        both = out[metric]
+        both["m1_above_m0_beyond_intervals"] = (
+            both["m0"]["high"] is not None
+            and both["m1"]["low"] is not None
+            and both["m1"]["low"] > both["m0"]["high"]
+        )
+    return out
+
+
+def _fmt(iv: dict) -> str:
+    if iv["low"] is None:
+        return f"{iv['mean']:.3f} ({iv['note']})"
+    return f"{iv['mean']:.3f} [{iv['low']:.3f}, {iv['high']:.3f}]"
+
+
+def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
+    lines = [
+        f"# Learning benchmark ({meta['date']}, {meta['machine']})",
+        "",
+        f"`{meta['command']}`",
+        "",
+        f"policy=small (train=small_cpu), tasks {', '.join(TASKS)}; {meta['k']} samples per task per "
+        "evaluation; reward = reward=kernel's total. Energy is not used (CPU).",
+        "",
+        "| seed | M0 reward | M0 correct | M1 reward | M1 correct | M0 held-out correct "
+        "| M1 held-out correct | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in seeds:
+        m0, m1 = s["m0"], s["m1"]
+        lines.append(
+            f"| {s['seed']} | {m0['reward']:.3f} | {m0['correct_rate']:.3f} | {m1['reward']:.3f} | "
+            f"{m1['correct_rate']:.3f} | {m0['heldout_correct_rate']} | {m1['heldout_correct_rate']} | "
+            f"{sum(s['wall_s'].values()):.0f} |"
+        )
+    lines += ["", "| metric | M0 mean [95% t] | M1 mean [95% t] | M1 - M0 paired [95% t] "
+              "| M1 above M0 beyond intervals |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for metric, v in summary.items():
+        lines.append(f"| {metric} | {_fmt(v['m0'])} | {_fmt(v['m1'])} | {_fmt(v['m1_minus_m0'])} | "
+                     f"{v['m1_above_m0_beyond_intervals']} |")  # fmt: skip
+    lines += ["", f"Total wall time: {meta['wall_s']:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def figure(seeds: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, metric, label in (
+        (axes[0], "reward", "mean train reward"),
+        (axes[1], "correct_rate", "correct rate"),
+    ):
+        for i, s in enumerate(seeds):
+            c = s["m1_curves"]
+            color = f"C{i}"
+            ax.plot(
+                c["step"], c[metric], color=color, alpha=0.8, label=f"M1 GRPO, seed {s['seed']} (per step)"
+            )
+            ax.axhline(s["m0"][metric], color=color, linestyle=":", label=f"M0 evaluated, seed {s['seed']}")
+            ax.axhline(s["m1"][metric], color=color, linestyle="--", label=f"M1 evaluated, seed {s['seed']}")
+        ax.set_xlabel("GRPO optimizer step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="best")
+    fig.suptitle("policy=small on 6 bundled train tasks (CPU): M1 warm-started from M0")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--k", type=int, default=16, help="samples per task in each policy evaluation")
+    parser.add_argument(
+        "overrides", nargs="*", help="extra warpk overrides for every run, e.g. train.max_steps=10"
+    )
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    seeds = [one_seed(args.out, seed, args.k, args.overrides) for seed in args.seeds]
+    meta = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only",
+        "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "k": args.k,
+        "tasks": TASKS,
+        "wall_s": time.perf_counter() - start,
+    }
+    summary = summarise(seeds)
+    (args.out / "bench_learning.json").write_text(
+        json.dumps({"meta": meta, "seeds": seeds, "summary": summary}, indent=2)
+    )
+    (args.out / "bench_learning.md").write_text(markdown(meta, seeds, summary))
+    figure(seeds, args.out / "learning_curves.png")
+    print(markdown(meta, seeds, summary))
+    if any(math.isnan(s["m1"]["reward"]) for s in seeds):
+        raise SystemExit("a reward was NaN")
+
+
+if __name__ == "__main__":
+    main()
