@@ -93,7 +93,10 @@ COMMON = {"max_position_embeddings": 32768, "rope_theta": 1_000_000.0, "rms_norm
 
 
 def _load_yaml(group: str, name: str) -> dict:
-    return yaml.safe_load((CONF / group / f"{name}.yaml").read_text())
+    """A preset's own keys (its Hydra defaults list, e.g. the train preset it picks, left out)."""
+    raw = yaml.safe_load((CONF / group / f"{name}.yaml").read_text())
+    raw.pop("defaults", None)
+    return raw
 
 
 def policy_for(size: str, completion_tokens: int) -> PolicyConfig:

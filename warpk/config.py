@@ -283,7 +283,7 @@ class TrainConfig(_Checked):
     # The defaults are the `train=smoke` preset: `stage=train policy=tiny` in seconds on a CPU.
     # The policy preset picks its own (conf/train/: small -> small_cpu, qwen -> full).
     name: str = one_of("smoke", "smoke", "small_cpu", "full")  # the preset these values came from
-    max_steps: int = number(2, 1)  # optimizer steps (SFT and GRPO)
+    max_steps: int = number(2, 1)  # optimizer steps (GRPO, and SFT unless sft_max_steps is set)
     learning_rate: float = number(1e-5, 0.0, 1.0)  # GRPO (M1-M3)
     sft_learning_rate: float = number(2e-4, 0.0, 1.0)  # SFT (M0): a few hundred pairs, higher rate
     sft_max_steps: int | None = number(None, 1)  # SFT's optimizer steps; None = max_steps

@@ -132,7 +132,9 @@ def _split(model) -> tuple[dict, dict]:
 
 @pytest.mark.slow
 def test_sft_two_steps_change_lora_weights_and_leave_the_base_alone(tmp_path):
-    trainer = sft.build_trainer(config("model=m0", "train.max_steps=2"), tmp_path)
+    cfg = config("model=m0", "train.max_steps=7", "train.sft_max_steps=2", "train.sft_learning_rate=3e-4")
+    trainer = sft.build_trainer(cfg, tmp_path)
+    assert (trainer.args.max_steps, trainer.args.learning_rate) == (2, 3e-4)  # SFT's own keys
     lora_before, base_before = _split(trainer.model)
     assert lora_before and base_before
     trainer.train()
@@ -214,7 +216,9 @@ def test_multiturn_total_is_the_discounted_return_of_the_refinement_turns(tmp_pa
 def _sft(tmp_path, *overrides: str):
     """A 2-step M0 run's adapter dir."""
     run_dir = tmp_path / "m0"
-    sft.run_sft(config("model=m0", "train.max_steps=2", "train.sft_learning_rate=1e-2", *overrides),
+    cfg = config("model=m0", "train.sft_max_steps=2", "train.sft_learning_rate=1e-2", *overrides)
+    assert cfg.train.sft_max_steps == 2
+    sft.run_sft(cfg,
                 run_dir, lambda metrics: None)  # fmt: skip
     return run_dir / "adapter"
 
@@ -239,7 +243,7 @@ def test_grpo_warm_start_trains_the_m0_adapter_from_its_saved_weights(tmp_path):
 
 @pytest.mark.slow
 def test_full_finetune_trains_every_weight_and_warm_starts_from_the_saved_model(tmp_path):
-    model_dir = _sft(tmp_path, "policy=small", "train.per_device_batch_size=2")
+    model_dir = _sft(tmp_path, "policy=small", "train.sft_batch_size=2")
     stamp = json.loads((model_dir / "warpk_policy.json").read_text())
     assert stamp["policy"] == "small" and stamp["finetune"] == "full"
     saved = load_file(model_dir / "model.safetensors")

@@ -162,3 +162,18 @@ MODEL_NEW_2 = "class ModelNew(nn.Module):\n    def forward(self, x):\n        re
 )
 def test_extract_code(completion, expected):
     assert extract_code(completion) == expected
+
+
+def test_small_tokenizer_corpus_holds_no_heldout_solution_and_the_prompt_text():
+    from warpk.policy.prompt import RULES
+    from warpk.trainers.data import fenced  # noqa: F401 - the answer format is built from these texts
+
+    corpus = tiny_module.small_corpus()
+    heldout = [
+        s.read_text()
+        for p in sorted((BUNDLED_ROOT / "problems").glob("*.py"))
+        if load_task_file(p).split == "heldout"
+        for s in sorted((BUNDLED_ROOT / "solutions" / p.stem).glob("*.py"))
+    ]
+    assert heldout and not any(text in corpus for text in heldout)
+    assert RULES in corpus and len(corpus) > len(heldout)

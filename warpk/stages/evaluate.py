@@ -149,7 +149,7 @@ def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalReco
 
 
 def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> dict:
-    """policy.checkpoint=DIR: base policy + LoRA adapter from DIR, train.samples_per_task
+    """policy.checkpoint=DIR: the policy trained in DIR (LoRA adapter or full), train.samples_per_task
     completions per selected task, evaluated (warpk.trainers.sample); returns the summary."""
     from warpk.trainers.checkpoints import load_trained
     from warpk.trainers.common import build_evaluator, cache_dir
