@@ -166,7 +166,6 @@ def test_extract_code(completion, expected):
 
 def test_small_tokenizer_corpus_holds_no_heldout_solution_and_the_prompt_text():
     from warpk.policy.prompt import RULES
-    from warpk.trainers.data import fenced  # noqa: F401 - the answer format is built from these texts
 
     corpus = tiny_module.small_corpus()
     heldout = [

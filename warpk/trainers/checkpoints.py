@@ -123,15 +123,18 @@ def load_trained(policy: PolicyConfig, folder: Path, cache_dir: Path, dtype=None
 
     LoRA: the base policy with the adapter of `folder` (its weights trainable with `trainable`,
     so GRPO continues the SFT adapter rather than starting a new one). Full: the saved model."""
+    import torch
+
     from warpk.policy import load_policy
 
     folder = Path(folder)
     check_checkpoint(policy, folder)
-    base, tokenizer = load_policy(policy, cache_dir, dtype=dtype)
-    if policy.finetune == "full":
-        from transformers import AutoModelForCausalLM
+    if policy.finetune == "full":  # the folder is the whole model and its tokenizer: no base load
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=base.dtype), tokenizer
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+        return model, AutoTokenizer.from_pretrained(folder)
     from peft import PeftModel
 
+    base, tokenizer = load_policy(policy, cache_dir, dtype=dtype)
     return PeftModel.from_pretrained(base, str(folder), is_trainable=trainable), tokenizer
