@@ -88,3 +88,19 @@ def test_what_is_not_an_allocation_of_the_announced_size_is_refused():
         with pytest.raises(cs.CudaShareError):
             cs.import_fd(torch, dev, fd, 1 << 30)
         os.close(fd)
+
+
+def test_the_delivery_allowance_is_measured_and_only_ever_falls():
+    """The mapping cost the wall bound allows a device delivery: measured on our own memory,
+    larger for more bytes, and per size the least measurement so far (a slowed one cannot raise it)."""
+    import torch
+
+    from warpk.evaluator import transport
+
+    carrier = transport.Carrier(torch, torch.device("cuda:0"), on_device=True)
+    torch.zeros(1, device="cuda:0")
+    small = carrier.delivery_fixed_ms(2 << 20)
+    assert 0 < small < 100
+    transport._FIXED_MS[4 << 30] = 1e9  # as if an earlier measurement had been slowed enormously
+    assert carrier.delivery_fixed_ms(4 << 30) < 1e9
+    assert transport.Carrier(torch, "cpu", on_device=False).delivery_fixed_ms(4 << 30) == 0.0

@@ -24,6 +24,8 @@ import math
 import mmap
 import os
 import stat
+import sys
+import time
 
 from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
 
@@ -34,6 +36,7 @@ DTYPES = (
     "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 )
 JSON_SCALARS = (int, float, bool, str, type(None))
+_FIXED_MS: dict[int, float] = {}  # Carrier.delivery_fixed_ms, per size, in this process
 
 
 def _dtype(torch, name: str):
@@ -294,6 +297,7 @@ class Carrier:
                 limit_bytes = min(limit_bytes, os.fstat(fd).st_size)
             return unpack(torch, fd, specs, self.device, limit_bytes)
         self.unmap()
+        start = time.perf_counter()
         try:
             buffer = _device_bytes(torch, fd, specs, self.device, limit_bytes)
         finally:
@@ -301,13 +305,30 @@ class Carrier:
                 os.close(fd)
         if buffer is None:
             return [torch.empty(s.shape, dtype=_dtype(torch, s.dtype), device=self.device) for s in specs]
+        mapped_s = time.perf_counter()
         copies = [v.clone() for v in _views(torch, buffer, specs, limit_bytes)]
         torch.cuda.synchronize(self.device)
+        if os.environ.get("WARPK_DEBUG_TIMING"):
+            print(f"unpack {buffer.numel() / 2**20:.0f} MiB: map {(mapped_s - start) * 1e3:.3f} ms, "
+                  f"copy {(time.perf_counter() - mapped_s) * 1e3:.3f} ms", file=sys.stderr, flush=True)
         self.mapped = buffer  # unmapped by the next unpack or `unmap`, after the caller's clock
         return copies
 
     def unmap(self) -> None:
         self.mapped = None
+
+    def delivery_fixed_ms(self, nbytes: int) -> float:
+        """On the device, what a delivery of `nbytes` costs beyond its two copies (the sender's
+        export, the receiver's import and mapping), which the reference's round trip does not
+        pay; 0 for memfds (the round trip pays all of it). The least of every measurement this
+        process has made for that size: a candidate that slows one cannot raise it."""
+        if not self.on_device or nbytes <= 0:
+            return 0.0
+        from warpk.evaluator.cudashare import delivery_fixed_ms
+
+        measured = delivery_fixed_ms(self.torch, self.device, nbytes)
+        _FIXED_MS[nbytes] = min(measured, _FIXED_MS.get(nbytes, math.inf))
+        return _FIXED_MS[nbytes]
 
     def round_trip(self, nbytes: int):
         """A function that sends tensors there and back the way outputs travel (the reference's
