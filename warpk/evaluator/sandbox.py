@@ -31,7 +31,10 @@ by that process's wall clock. This module limits what it can do to the machine.
   kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
   NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
   it can write into its error text (records keep it); GPU side channels and a kernel left
-  spinning on the device; `process` mode has none of the namespace protections above (a
+  spinning on the device; the clock's allowance: its own time may be short of the wall clock by
+  1.5 x (the reference's delivery of the same bytes + on a GPU the measured cost of mapping a
+  device delivery) + 3 ms + 5 %, and a lie inside that passes (corpus 42e, 42f and 45b are open
+  holes); `process` mode has none of the namespace protections above (a
   candidate there can write wherever the user can and reach the network). Run untrusted code on
   a machine you can afford to lose, or at least under bwrap.
 """
