@@ -258,9 +258,13 @@ class EvaluateConfig(_Checked):
     result_cache: bool = True  # reuse the record of an identical (task, candidate, hardware, protocol)
     tolerance_fp32: float = number(1e-4, 0.0, 1.0)  # atol = rtol for float32 outputs
     tolerance_low_precision: float = number(1e-2, 0.0, 1.0)  # atol = rtol for fp16 / bf16
-    # Energy per call: nvml = measured on the GPU's NVML counter (docs/energy.md), model = power
-    # model x runtime, none = not measured; auto = nvml on a cuda device, model on the CPU.
-    energy: str = one_of("auto", "auto", "nvml", "model", "none")
+    # Energy per call: nvml = measured on the GPU's NVML counter (docs/energy.md); sampler = the
+    # same counter streamed by the sampler daemon at sampler_addr, with the lane's power, clocks,
+    # temperature and throttling during each candidate's measurement in its record; model = power
+    # model x runtime; none = not measured. auto = sampler on a cuda device when a daemon there
+    # serves every GPU, else nvml; model on the CPU.
+    energy: str = one_of("auto", "auto", "nvml", "sampler", "model", "none")
+    sampler_addr: str = "127.0.0.1:50052"  # `python -m sampler serve --addr ...`, same host
     energy_repeats: int = number(3, 1, 100)  # nvml: rounds (an aligned window of each) at most
 
     def memory_limit(self) -> float:

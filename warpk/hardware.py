@@ -59,23 +59,58 @@ def require_device(device: str, profile: str, gpu_names: list[str] | None = None
         )
 
 
-def resolve_energy(requested: str, device: str, profile: str, gpu_names: list[str] | None = None) -> str:
-    """The energy mode the evaluator uses: `auto` -> nvml on a cuda device, model on the CPU.
+def sampler_problem(addr: str, gpu_count: int, timeout_s: float = 0.5) -> str | None:
+    """Why the sampler daemon at `addr` cannot measure this machine's GPUs, or None when it can:
+    it must answer, read NVML (not a replayed trace) and serve GPUs 0..gpu_count-1."""
+    from warpk.telemetry.sampler_client import SamplerClient
 
-    Raises HardwareError at stage start (not per candidate) when nvml is asked for where NVML
-    cannot measure: a CPU profile, or a machine whose NVML reports no GPU.
+    try:
+        with SamplerClient(addr, timeout_s) as client:
+            health = client.health()
+    except Exception as err:  # noqa: BLE001 - grpc errors: no daemon there
+        return f"no sampler daemon answers at {addr} ({type(err).__name__})"
+    if health.backend != "nvml":
+        return f"the sampler at {addr} plays back a recorded trace (backend {health.backend}), not this GPU"
+    missing = sorted(set(range(gpu_count)) - set(health.gpus))
+    if missing:
+        return f"the sampler at {addr} does not serve GPU(s) {missing} (it serves {list(health.gpus)})"
+    return None
+
+
+def resolve_energy(requested: str, device: str, profile: str, gpu_names: list[str] | None = None,
+                   sampler_addr: str | None = None, problem=sampler_problem) -> str:
+    """The energy mode the evaluator uses: `auto` -> on a cuda device `sampler` when a daemon at
+    `sampler_addr` serves every GPU (the lane's telemetry comes with it), else `nvml`; `model`
+    on the CPU.
+
+    Raises HardwareError at stage start (not per candidate) when nvml or the sampler is asked
+    for where it cannot measure: a CPU profile, a machine whose NVML reports no GPU, or (sampler)
+    no daemon serving this machine's GPUs at `sampler_addr`.
     """
     if requested == "auto":
-        return "nvml" if device == "cuda" else "model"
-    if requested == "nvml":
+        if device != "cuda":
+            return "model"
+        names = detect_gpu_names() if gpu_names is None else gpu_names
+        if sampler_addr and names and problem(sampler_addr, len(names)) is None:
+            return "sampler"
+        return "nvml"
+    if requested in ("nvml", "sampler"):
         if device != "cuda":
             raise HardwareError(
-                f"evaluate.energy=nvml needs a GPU profile, but hardware={profile} runs on the CPU; "
+                f"evaluate.energy={requested} needs a GPU profile, but hardware={profile} runs on the CPU; "
                 "use evaluate.energy=model or none, or a GPU hardware profile"
             )
-        if not (detect_gpu_names() if gpu_names is None else gpu_names):
+        names = detect_gpu_names() if gpu_names is None else gpu_names
+        if not names:
             raise HardwareError(
-                "evaluate.energy=nvml needs NVML and NVML finds no GPU on this machine; "
+                f"evaluate.energy={requested} needs NVML and NVML finds no GPU on this machine; "
                 "use evaluate.energy=model or none"
             )
+        if requested == "sampler":
+            why = problem(sampler_addr, len(names)) if sampler_addr else "evaluate.sampler_addr is empty"
+            if why is not None:
+                raise HardwareError(
+                    f"evaluate.energy=sampler: {why}; start `python -m sampler serve --addr "
+                    f"{sampler_addr or '127.0.0.1:50052'}` beside the run, or use evaluate.energy=nvml"
+                )
     return requested

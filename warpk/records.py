@@ -85,6 +85,18 @@ class EvalRecord:
     # over batches): 1 = all of it; lower = the speedup could be inflated by up to 1/this (the
     # roofline floor still bounds it). Low where outputs take longer to deliver than to compute.
     clock_confirmed: float | None = None
+    # evaluate.energy=sampler: the lane's telemetry during the candidate's timing and energy
+    # windows, from the sampler daemon's stream (warpk.telemetry.lane); None otherwise
+    lane_samples: int | None = None
+    lane_seconds: float | None = None
+    lane_power_source: str | None = None  # power_instant_w | power_w (a 1 s average on Hopper)
+    lane_power_mean_w: float | None = None
+    lane_power_max_w: float | None = None
+    lane_sm_clock_mean_mhz: float | None = None
+    lane_sm_clock_min_mhz: int | None = None
+    lane_temperature_max_c: int | None = None
+    lane_throttle_reasons: int | None = None  # OR of nvmlClocksEventReason masks over the samples
+    lane_error: str | None = None  # why a sampler run's record has no lane telemetry
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -83,3 +83,27 @@ def test_every_cuda_lane_maps_to_its_own_nvml_device():
         out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True,
                              text=True, timeout=120)
         assert out.returncode == 0 and out.stdout.strip() == str(i), out.stderr
+
+
+@pytest.mark.gpu
+def test_h200_softmax_energy_from_the_sampler_daemon_with_the_lanes_telemetry():
+    """evaluate.energy=sampler: the trusted worker's energy windows come from a daemon reading
+    NVML beside the run, and each ok record carries the lane's power, clocks and temperature."""
+    from sampler.backends import NvmlBackend
+    from sampler.server import Daemon
+
+    daemon = Daemon(NvmlBackend(), "127.0.0.1:0", default_interval_ms=10)
+    try:
+        task = load_task_file(SOFTMAX, "bundled")
+        items = [EvalItem(task, TORCH_SOLUTION.read_text(), TORCH_SOLUTION.name)]
+        protocol = EvaluateConfig(energy="sampler", sampler_addr=daemon.address, timing_batches=3,
+                                  result_cache=False)
+        (record,) = Evaluator(protocol, _hardware("h200")).evaluate_many(items)
+    finally:
+        daemon.stop()
+    assert record.status == "ok", record.error
+    assert record.energy_source == "sampler" and record.energy_error is None, record.energy_error
+    assert record.energy_j > 0 and record.ref_energy_j > 0
+    assert record.lane_error is None and record.lane_samples > 10
+    assert 50 < record.lane_power_mean_w <= record.lane_power_max_w < 1000
+    assert record.lane_sm_clock_mean_mhz > 0 and record.lane_temperature_max_c > 0

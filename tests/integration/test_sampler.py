@@ -279,3 +279,46 @@ def test_record_subprocess_writes_a_trace_warpk_can_read(trace_path, tmp_path):
     samples = load_trace(out, gpu=0)
     assert 15 <= len(samples) <= 40
     assert all(s.power_w == 300.0 and s.energy_j >= 1000.0 for s in samples)
+
+
+def test_lane_recorder_summarises_what_the_daemon_streamed(daemon):
+    from warpk.telemetry.lane import LaneRecorder
+
+    with LaneRecorder(daemon.address, gpu=0, interval_ms=5) as recorder:
+        time.sleep(0.2)
+    t = recorder.summary()
+    assert t.samples >= 10 and t.seconds > 0.1 and recorder.error is None
+    assert t.power_source == "power_w" and t.power_mean_w == pytest.approx(POWER_W[0])  # GPU 0, not 1
+    assert (t.sm_clock_min_mhz, t.temperature_max_c) == (1980, 40)
+
+
+def test_sampler_meter_observes_idle_power_on_the_stream(daemon):
+    settings = MeterSettings(poll_s=0.001)
+    with SamplerEnergyMeter(daemon.address, gpu=1, settings=settings, interval_ms=2) as meter:
+        idle_w, period_s = meter.observe_idle(0.2)
+    assert idle_w == pytest.approx(POWER_W[1], rel=0.08)
+    assert period_s == pytest.approx(0.02, rel=0.5)  # the trace's counter ticks every 20 ms
+
+
+def test_the_sampler_must_measure_this_gpu_to_be_used_for_energy(daemon):
+    from warpk.hardware import sampler_problem
+
+    assert "plays back a recorded trace" in sampler_problem(daemon.address, 1)
+    assert "no sampler daemon answers at 127.0.0.1:9" in sampler_problem("127.0.0.1:9", 1, timeout_s=0.2)
+
+
+def test_the_evaluators_sampler_meter_reads_the_daemons_counter_of_the_mapped_gpu(daemon):
+    """evaluate.energy=sampler: the trusted worker's meter is the daemon's stream of the NVML
+    device its CUDA device maps to (here the second GPU, 150 W), with the spec's window."""
+    from types import SimpleNamespace
+
+    from warpk.evaluator.energy import open_meter
+    from warpk.evaluator.protocol import EnergySpec
+
+    gpus = [FakeGpu(pci_bus_id="00000000:19:00.0"), FakeGpu(pci_bus_id="00000000:3B:00.0")]
+    props = SimpleNamespace(pci_bus_id=0x3B, pci_domain_id=0, pci_device_id=0)
+    spec = EnergySpec(0.25, 1, 0.0, 0.0, daemon.address)
+    with open_meter(props, spec, nvml=fake_nvml(gpus)) as meter:
+        assert meter.source == "sampler" and meter.settings.min_window_s == 0.25
+        idle_w, _ = meter.observe_idle(0.1)
+    assert idle_w == pytest.approx(POWER_W[1], rel=0.08)

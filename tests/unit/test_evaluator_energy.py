@@ -251,3 +251,61 @@ def test_measure_one_measures_one_side_with_the_same_stopping_rule():
     assert fields["ref_energy_uncertainty_j"] <= 0.02 * fields["ref_energy_j"]
     alone = energy.measure_one(meter, lambda: gpu.run(NEW_S, NEW_W), no_sync, repeats=2, idle_window_s=0.0)
     assert "idle_power_w" not in alone and alone["energy_j"] == pytest.approx(NEW_W * NEW_S, rel=5e-3)
+
+
+LANE = {"lane_samples": 120, "lane_seconds": 1.2, "lane_power_source": "power_instant_w",
+        "lane_power_mean_w": 410.0, "lane_power_max_w": 655.0, "lane_sm_clock_mean_mhz": 1950.0,
+        "lane_sm_clock_min_mhz": 1755, "lane_temperature_max_c": 61, "lane_throttle_reasons": 4}
+
+
+def test_sampler_mode_records_its_energy_and_the_lanes_telemetry():
+    record = record_for("sampler", H200, **MEASURED, **LANE)
+    assert record.energy_source == "sampler" and record.energy_j == MEASURED["energy_j"]
+    for key, value in LANE.items():
+        assert getattr(record, key) == value
+
+
+def test_a_failed_sampler_measurement_keeps_the_telemetry_and_says_why():
+    why = "sampler energy measurement failed: MeterError: x"
+    record = record_for("sampler", H200, energy_error=why, **LANE)
+    assert record.energy_source == "none" and record.energy_j is None
+    assert record.energy_error.startswith("sampler energy") and record.lane_power_max_w == 655.0
+
+
+def test_nvml_mode_has_no_lane_telemetry_unless_measured():
+    record = record_for("nvml", H200, **MEASURED)
+    assert all(getattr(record, k) is None for k in LANE)
+
+
+def test_auto_on_a_gpu_takes_the_sampler_only_when_a_daemon_serves_every_gpu():
+    asked = []
+
+    def serves(addr, gpus):
+        asked.append((addr, gpus))
+        return None
+
+    names = ["NVIDIA H200", "NVIDIA H200"]
+    assert resolve_energy("auto", "cuda", "h200", names, "127.0.0.1:7", serves) == "sampler"
+    assert asked == [("127.0.0.1:7", 2)]
+    assert resolve_energy("auto", "cuda", "h200", names, "127.0.0.1:7", lambda a, n: "no daemon") == "nvml"
+    assert resolve_energy("auto", "cuda", "h200", names, "", serves) == "nvml"
+    assert resolve_energy("auto", "cpu", "cpu", None, "127.0.0.1:7", serves) == "model"
+
+
+def test_sampler_mode_is_refused_before_anything_runs_when_it_cannot_measure():
+    with pytest.raises(HardwareError, match="evaluate.energy=sampler needs a GPU profile"):
+        resolve_energy("sampler", "cpu", "cpu", None, "127.0.0.1:7")
+    gpu = ["NVIDIA H200"]
+    start = r"no daemon here; start `python -m sampler serve --addr 127.0.0.1:7`"
+    with pytest.raises(HardwareError, match=start):
+        resolve_energy("sampler", "cuda", "h200", gpu, "127.0.0.1:7", lambda a, n: "no daemon here")
+    assert resolve_energy("sampler", "cuda", "h200", gpu, "127.0.0.1:7", lambda a, n: None) == "sampler"
+
+
+def test_the_energy_spec_names_the_daemon_only_in_sampler_mode():
+    from warpk.evaluator.dispatch import Dispatcher
+
+    for mode, addr in (("sampler", "127.0.0.1:7"), ("nvml", None)):
+        protocol = EvaluateConfig(sandbox="process", sampler_addr="127.0.0.1:7")
+        evaluator = SimpleNamespace(energy=mode, protocol=protocol, hardware=H200)
+        assert Dispatcher(evaluator).energy_spec.sampler_addr == addr

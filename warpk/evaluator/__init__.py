@@ -90,7 +90,8 @@ class Evaluator:
         self.protocol = protocol
         self.hardware = hardware
         self.shape = resolve_shape(shape, hardware)
-        self.energy = resolve_energy(protocol.energy, hardware.device, hardware.name)
+        self.energy = resolve_energy(protocol.energy, hardware.device, hardware.name,
+                                     sampler_addr=protocol.sampler_addr)
         self.sandbox = resolve_sandbox(protocol.sandbox)
         self.seed = seed
         self.cache_dir = Path(protocol.cache_dir) if protocol.cache_dir else default_cache_dir()

@@ -9,6 +9,8 @@ Non-goals: no measuring, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
+
 from warpk.config import HardwareConfig
 from warpk.evaluator.protocol import Measurement
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
@@ -24,6 +26,7 @@ SHARED = ("device", "max_abs_err", "max_rel_err", "runtime_ms", "runtime_iqr_ms"
 MEASURED_ENERGY = ("energy_j", "energy_uncertainty_j", "avg_power_w", "window_s", "ref_energy_j",
                    "ref_energy_uncertainty_j", "ref_avg_power_w", "ref_window_s", "idle_power_w",
                    "ref_energy_id")
+LANE_FIELDS = tuple(f.name for f in dataclasses.fields(Measurement) if f.name.startswith("lane_"))
 
 
 def energy_fields(mode: str, hardware: HardwareConfig, threads: int, m: Measurement) -> dict:
@@ -33,12 +36,13 @@ def energy_fields(mode: str, hardware: HardwareConfig, threads: int, m: Measurem
         ref = modelled_energy(hardware, m.ref_runtime_ms, threads)
         return dict(energy_j=new.energy_j, ref_energy_j=ref.energy_j, avg_power_w=new.avg_power_w,
                     ref_avg_power_w=ref.avg_power_w, energy_source="model")
-    if mode == "nvml":
+    if mode in ("nvml", "sampler"):
+        lane = {k: getattr(m, k) for k in LANE_FIELDS}
         if m.energy_j is None or m.ref_energy_j is None:
-            why = m.energy_error or "the trusted worker returned no nvml energy measurement"
-            return {"energy_source": "none", "energy_error": why, "energy_s": m.energy_s}
+            why = m.energy_error or f"the trusted worker returned no {mode} energy measurement"
+            return {"energy_source": "none", "energy_error": why, "energy_s": m.energy_s, **lane}
         measured = {k: getattr(m, k) for k in MEASURED_ENERGY}
-        return {"energy_source": "nvml", "energy_s": m.energy_s, **measured}
+        return {"energy_source": mode, "energy_s": m.energy_s, **measured, **lane}
     return {"energy_source": "none"}
 
 

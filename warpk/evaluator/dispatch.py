@@ -43,9 +43,10 @@ class Dispatcher:
         )
         self.limits = Limits(p.memory_limit(), p.num_threads, address_space_limit=hw.device == "cpu")
         self.energy_spec = None
-        if evaluator.energy == "nvml":
+        if evaluator.energy in ("nvml", "sampler"):
             self.energy_spec = wire.EnergySpec(hw.min_energy_window_s or 0.0, p.energy_repeats, IDLE_WINDOW_S,
-                                               hw.energy_rel_uncertainty)
+                                               hw.energy_rel_uncertainty,
+                                               p.sampler_addr if evaluator.energy == "sampler" else None)
         self.env = {"MAX_JOBS": "4"}
         if hw.cuda_arch:
             self.env["TORCH_CUDA_ARCH_LIST"] = hw.cuda_arch

@@ -19,6 +19,9 @@ both interleaved (for benchmarks and the GPU tests). Both:
   3. each side's windows are summarised (mean energy per call, uncertainty = edge bound +
      standard error over windows, mean power, mean window length).
 
+With `evaluate.energy=sampler` the counter comes from the sampler daemon's stream instead of
+this process's NVML reads (`open_meter`): the same windows, `energy_source="sampler"`.
+
 The GPU index inside a worker started with CUDA_VISIBLE_DEVICES=<i> is CUDA device 0, but NVML
 numbers every GPU of the node regardless: `nvml_index_for_cuda` maps the CUDA device to its NVML
 index by PCI bus id (UUID as a fallback).
@@ -46,6 +49,7 @@ from warpk.telemetry.nvml import NvmlEnergyMeter
 
 IDLE_WINDOW_S = 0.3  # idle observed before the windows: about three counter updates on H200
 ENERGY_WALL_SHARE = 0.5
+SAMPLER_INTERVAL_MS = 5  # the energy stream's interval (the daemon reads as fast as NVML lets it)
 
 
 # evaluate.energy=nvml: the reference's energy is measured once per (task, shape, window) per lane
@@ -164,8 +168,8 @@ def nvml_index_for_cuda(props, nvml) -> int:
     )
 
 
-def open_cuda_meter(props, min_window_s: float, nvml=None, **kwargs) -> NvmlEnergyMeter:
-    """An NvmlEnergyMeter (one window per measure) on the NVML device of CUDA device `props`."""
+def nvml_index_of(props, nvml=None) -> int:
+    """The NVML index of CUDA device `props` (NVML initialised and shut down here)."""
     if nvml is None:
         import pynvml as nvml
     try:
@@ -173,10 +177,28 @@ def open_cuda_meter(props, min_window_s: float, nvml=None, **kwargs) -> NvmlEner
     except nvml.NVMLError as err:
         raise MeterError(f"NVML unavailable ({err})") from err
     try:
-        index = nvml_index_for_cuda(props, nvml)
+        return nvml_index_for_cuda(props, nvml)
     finally:
-        nvml.nvmlShutdown()  # the meter holds its own init
+        nvml.nvmlShutdown()  # a meter holds its own init
+
+
+def open_cuda_meter(props, min_window_s: float, nvml=None, **kwargs) -> NvmlEnergyMeter:
+    """An NvmlEnergyMeter (one window per measure) on the NVML device of CUDA device `props`."""
+    if nvml is None:
+        import pynvml as nvml
+    index = nvml_index_of(props, nvml)
     return NvmlEnergyMeter(index, MeterSettings(min_window_s=min_window_s, repeats=1), nvml=nvml, **kwargs)
+
+
+def open_meter(props, spec, nvml=None):
+    """The meter an EnergySpec asks for on CUDA device `props`: the sampler daemon's streamed
+    counter at spec.sampler_addr, or NVML read in this process."""
+    if not spec.sampler_addr:
+        return open_cuda_meter(props, spec.min_window_s, nvml)
+    from warpk.telemetry.sampler_client import SamplerEnergyMeter
+
+    settings = MeterSettings(min_window_s=spec.min_window_s, repeats=1, poll_s=SAMPLER_INTERVAL_MS / 2000.0)
+    return SamplerEnergyMeter(spec.sampler_addr, nvml_index_of(props, nvml), settings, SAMPLER_INTERVAL_MS)
 
 
 def measure_pair(meter: NvmlEnergyMeter, ref_fn: Callable[[], object], new_fn: Callable[[], object],

@@ -144,12 +144,15 @@ class Settings:
 
 @dataclass(frozen=True)
 class EnergySpec:
-    """evaluate.energy=nvml: how the trusted worker measures both on the GPU's NVML counter."""
+    """evaluate.energy=nvml|sampler: how the trusted worker measures both on the GPU's energy
+    counter (read directly through NVML, or streamed by the sampler daemon at `sampler_addr`,
+    which also records the lane's telemetry during the candidate's measurement)."""
 
     min_window_s: float
     repeats: int  # rounds at most
     idle_window_s: float
     rel_uncertainty: float = 0.0  # stop once both sides are this precise (0: exactly `repeats`)
+    sampler_addr: str | None = None  # None: NVML read here
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,18 @@ class Measurement:
     ref_energy_id: str | None = None  # which of the lane's reference measurements was used
     energy_error: str | None = None  # why a requested measurement gave no energy
     energy_s: float | None = None
+    # evaluate.energy=sampler: the lane during the candidate's timing and energy windows
+    # (warpk.telemetry.lane.LaneTelemetry); lane_error says why there is none
+    lane_samples: int | None = None
+    lane_seconds: float | None = None
+    lane_power_source: str | None = None
+    lane_power_mean_w: float | None = None
+    lane_power_max_w: float | None = None
+    lane_sm_clock_mean_mhz: float | None = None
+    lane_sm_clock_min_mhz: int | None = None
+    lane_temperature_max_c: int | None = None
+    lane_throttle_reasons: int | None = None
+    lane_error: str | None = None
 
 
 TRUSTED_REPLIES = (Measurement,)

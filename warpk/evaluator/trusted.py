@@ -40,6 +40,7 @@ Non-goals: no sandboxing (warpk.evaluator.sandbox), no records (warpk.evaluator.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -481,7 +482,8 @@ class Session:
         except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
             if "CUDA error" in str(err):
                 raise
-            self.ref_energy_error = f"nvml energy measurement of the reference failed: {one_line(err)}"
+            self.ref_energy_error = (f"{self.meter_name} energy measurement of the reference failed: "
+                                     f"{one_line(err)}")
             return
         finally:
             self.release()  # its model and inputs are gone: the candidate's worker gets the memory
@@ -490,7 +492,7 @@ class Session:
 
     def _measure_reference(self, spec: wire.EnergySpec) -> dict:
         """The reference alone on the NVML counter: a model of its own over 3 fresh input sets."""
-        from warpk.evaluator.energy import measure_one, open_cuda_meter
+        from warpk.evaluator.energy import measure_one, open_meter
 
         torch = self.torch
         with torch.device(self.dev.device):
@@ -499,7 +501,7 @@ class Session:
         sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
         turn = iter(range(1 << 62))
         props = torch.cuda.get_device_properties(self.dev.device)
-        with torch.no_grad(), open_cuda_meter(props, spec.min_window_s) as meter:
+        with torch.no_grad(), open_meter(props, spec) as meter:
             return measure_one(meter, lambda: reference(*sets[next(turn) % len(sets)]), self.dev.sync,
                                spec.repeats, spec.idle_window_s, spec.rel_uncertainty, prefix="ref_")
 
@@ -513,7 +515,7 @@ class Session:
         if self.ref_energy is None:
             self.result["energy_error"] = self.ref_energy_error or "the reference's energy was not measured"
             return
-        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_one, open_cuda_meter
+        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_one, open_meter
 
         torch, s = self.torch, self.s
         self.phase = "energy"
@@ -545,7 +547,7 @@ class Session:
 
         try:
             props = torch.cuda.get_device_properties(self.dev.device)
-            with open_cuda_meter(props, spec.min_window_s) as meter:
+            with open_meter(props, spec) as meter:
                 fields = measure_one(meter, remote, sync, spec.repeats, 0.0, spec.rel_uncertainty)
         except (Verdict, wire.ProtocolError):
             raise
@@ -553,12 +555,45 @@ class Session:
             if "CUDA error" in str(err):
                 raise
             remote.sync()  # a batch may still be in flight: its answer must not meet the next step
-            self.result["energy_error"] = f"nvml energy measurement failed: {one_line(err)}"
+            self.result["energy_error"] = f"{self.meter_name} energy measurement failed: {one_line(err)}"
             return
         self.ref_energy.uses += 1
         spent_s = (self.result.get("energy_s") or 0.0) + time.perf_counter() - start
         self.result.update(fields, **self.ref_energy.fields, ref_energy_id=self.ref_energy.ident,
                            energy_s=spent_s)
+
+    @property
+    def meter_name(self) -> str:
+        return "sampler" if self.request.energy and self.request.energy.sampler_addr else "nvml"
+
+    @contextlib.contextmanager
+    def lane_telemetry(self):
+        """evaluate.energy=sampler on a GPU: the daemon's stream of this lane's power, clocks,
+        temperature and throttling, kept over what is inside the block (the candidate's timing
+        and energy windows) and summarised into the lane_* fields; lane_error when it cannot."""
+        spec = self.request.energy
+        if spec is None or not spec.sampler_addr or not self.dev.cuda:
+            yield
+            return
+        from warpk.evaluator.energy import nvml_index_of
+        from warpk.telemetry.lane import LaneRecorder
+
+        try:
+            index = nvml_index_of(self.torch.cuda.get_device_properties(self.dev.device))
+            recorder = LaneRecorder(spec.sampler_addr, index).start()
+        except Exception as err:  # noqa: BLE001 - no daemon, no NVML: the record says why
+            self.result["lane_error"] = f"no lane telemetry from the sampler: {one_line(err)}"
+            yield
+            return
+        try:
+            yield
+        finally:
+            recorder.stop()
+            summary = recorder.summary()
+            if summary is not None:
+                self.result.update(summary.record_fields())
+            if recorder.error is not None:
+                self.result["lane_error"] = f"the sampler's stream broke: {one_line(recorder.error)}"
 
     def run(self) -> wire.Measurement:
         torch, s = self.torch, self.s
@@ -573,10 +608,11 @@ class Session:
             self.build()
             self.work_estimate(self.inputs(self.correctness()))
             self.result["correctness_s"] = time.perf_counter() - start
-            start = time.perf_counter()
-            self.timing()
-            self.result["timing_s"] = time.perf_counter() - start
-            self.energy()
+            with self.lane_telemetry():
+                start = time.perf_counter()
+                self.timing()
+                self.result["timing_s"] = time.perf_counter() - start
+                self.energy()
             self.other_shapes()
         return wire.Measurement(status="ok", **self.result)
 

@@ -65,6 +65,9 @@ class SharedBatch:
         return list(self._records)
 
 
+LANE_MEANS = ("lane_power_mean_w", "lane_power_max_w", "lane_sm_clock_mean_mhz", "lane_temperature_max_c")
+
+
 def batch_rates(records: Sequence[EvalRecord | None]) -> dict[str, float]:
     """What the evaluator said of one reward batch: correct and compile rates (None = no code
     counts as neither) and the geometric-mean speedup of its ok records when there are any."""
@@ -77,6 +80,10 @@ def batch_rates(records: Sequence[EvalRecord | None]) -> dict[str, float]:
     speedups = [r.speedup for r in ok if r.speedup and r.speedup > 0]
     if speedups:
         rates["ok_speedup_geomean"] = math.exp(sum(map(math.log, speedups)) / len(speedups))
+    for field in LANE_MEANS:  # evaluate.energy=sampler: the lanes while the batch was measured
+        values = [getattr(r, field) for r in ok if getattr(r, field) is not None]
+        if values:
+            rates[field] = sum(values) / len(values)
     return rates
 
 

@@ -65,7 +65,8 @@ def runnable(items: list[EvalItem], device: str) -> tuple[list[EvalItem], list[E
     return keep, [i for i in items if candidate_backend(i.candidate_source) != "torch"]
 
 
-LOGGED = ("speedup", "runtime_ms", "ref_runtime_ms", "energy_j", "ref_energy_j")
+LOGGED = ("speedup", "runtime_ms", "ref_runtime_ms", "energy_j", "ref_energy_j", "lane_power_mean_w",
+          "lane_power_max_w", "lane_sm_clock_mean_mhz", "lane_temperature_max_c", "lane_throttle_reasons")
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -195,6 +196,9 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
             f"{config.hardware.name} has no GPU to run them[/yellow]"
         )
     evaluator = Evaluator(config.evaluate, config.hardware, config.tasks.shape, config.seed)
+    if evaluator.energy == "sampler":
+        console.print(f"energy: from the sampler daemon at {config.evaluate.sampler_addr} (NVML counter "
+                      "windows, and each record's lane_* telemetry during its candidate's measurement)")
     records_path = run_dir / "records.jsonl"
     # SLURM sets SLURM_RESTART_COUNT in a requeued job: the only case where this run dir already
     # holds this job's own records (a re-run into the same hydra.run.dir starts over).

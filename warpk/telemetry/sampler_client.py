@@ -16,6 +16,7 @@ daemon's proto stubs are imported from the `sampler` package, which never import
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from sampler import sampler_pb2 as pb
 from sampler import sampler_pb2_grpc as pb_grpc
 from sampler.trace import METRICS
 from warpk.telemetry.meter import CounterReading, EnergyMeasurement, EnergyMeter, MeterError, MeterSettings
-from warpk.telemetry.windows import measure_with_counter
+from warpk.telemetry.windows import measure_with_counter, observe_idle
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,12 @@ class SamplerEnergyMeter(EnergyMeter):
     def measure(self, fn: Callable[[], object], *, sync: Callable[[], object]) -> EnergyMeasurement:
         return measure_with_counter(fn, sync, self.counter, self.settings, self.source, time.monotonic,
                                     self.sleep)
+
+    def observe_idle(self, seconds: float) -> tuple[float, float | None]:
+        """(idle power in W, counter update period in s or None) over >= `seconds` of idle, as
+        NvmlEnergyMeter.observe_idle, on the streamed counter."""
+        settings = dataclasses.replace(self.settings, idle_window_s=seconds)
+        return observe_idle(self.counter, settings, time.monotonic, self.sleep)
 
     def close(self) -> None:
         self.counter.close()
