@@ -35,10 +35,18 @@ from warpk.config import (
     register_configs,
 )
 from warpk.evaluator.sandbox import SandboxUnavailable, resolve_sandbox
-from warpk.hardware import HardwareError, detect_gpu_names, profile_for, require_device, resolve_energy
+from warpk.hardware import (
+    HardwareError,
+    detect_gpu_names,
+    profile_for,
+    require_device,
+    require_processes,
+    resolve_energy,
+)
 from warpk.provenance import git_head
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
+from warpk.trainers import distributed
 from warpk.trainers.checkpoints import CheckpointMismatch, check_checkpoint
 
 EVALUATING_STAGES = ("evaluate", "train", "hrl")  # stages that run candidates in the sandbox
@@ -180,11 +188,15 @@ def main(cfg: DictConfig) -> dict:
                        sampler_addr=config.evaluate.sampler_addr)
         if config.stage in EVALUATING_STAGES:
             resolve_sandbox(config.evaluate.sandbox)
+        if config.stage == "train":
+            require_processes(config.train.processes, config.hardware.device)
     except (ConfigError, HardwareError, StageUnavailable, SandboxUnavailable) as err:
         sys.exit(f"warpk: {err}")
     _seed_everything(config.seed)
     resolved = OmegaConf.structured(config)
     (run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(resolved))
+    if config.stage == "train" and distributed.needs_launch(config.train.processes):
+        return _train_processes(config, run_dir)
     tags, group, name = _tags_and_group(config)
     log.info(
         "stage=%s model=%s hardware=%s -> %s", config.stage, config.model.name, config.hardware.name, run_dir
@@ -192,15 +204,29 @@ def main(cfg: DictConfig) -> dict:
 
     from warpk.tracking import wandb_run
 
-    with wandb_run(config.logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:
+    # one W&B run and one summary.json per job: in a distributed run, rank 0's
+    logger = config.logger if distributed.is_main() else dataclasses.replace(config.logger, mode="disabled")
+    with wandb_run(logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:
         try:
             summary = run_stage(config, run_dir, run.log)
         except TaskError as err:
             sys.exit(f"warpk: {err}")
         run.summary.update({k: v for k, v in summary.items() if v is not None})
     # the commit behind the run, for reports' manifests (not a metric: kept out of W&B's summary)
-    (run_dir / "summary.json").write_text(json.dumps({**summary, "git_commit": git_head()}, indent=2) + "\n")
+    if distributed.is_main():
+        record = {**summary, "git_commit": git_head()}
+        (run_dir / "summary.json").write_text(json.dumps(record, indent=2) + "\n")
     return summary
+
+
+def _train_processes(config: RunConfig, run_dir: Path) -> dict:
+    """stage=train as train.processes processes (warpk.trainers.distributed); rank 0's summary."""
+    n = config.train.processes
+    log.info("stage=train as %d processes (torch.distributed.run) -> %s", n, run_dir)
+    code = distributed.launch(n, list(HydraConfig.get().overrides.task), run_dir)
+    if code != 0:
+        sys.exit(f"warpk: the {n} training processes failed (exit code {code}); each one's output is above")
+    return json.loads((run_dir / "summary.json").read_text())
 
 
 def cli() -> None:

@@ -59,6 +59,18 @@ def require_device(device: str, profile: str, gpu_names: list[str] | None = None
         )
 
 
+def require_processes(processes: int, device: str, gpu_names: list[str] | None = None) -> None:
+    """Training as `processes` processes on GPUs needs that many GPUs on this node."""
+    if processes <= 1 or device != "cuda":
+        return
+    names = detect_gpu_names() if gpu_names is None else gpu_names
+    if processes > len(names):
+        raise HardwareError(
+            f"train.processes={processes} runs one training process per GPU, but NVML finds "
+            f"{len(names)} GPU(s) on this node; use train.processes={max(len(names), 1)} or a node with more"
+        )
+
+
 def sampler_problem(addr: str, gpu_count: int, timeout_s: float = 0.5) -> str | None:
     """Why the sampler daemon at `addr` cannot measure this machine's GPUs, or None when it can:
     it must answer, read NVML (not a replayed trace) and serve GPUs 0..gpu_count-1."""

@@ -24,7 +24,7 @@ from warpk.rewards.adapters import completion_text
 from warpk.tracking import read_offline_run
 from warpk.trainers import common, grpo, sft
 from warpk.trainers.checkpoints import latest_checkpoint, write_stamp
-from warpk.trainers.data import fenced, train_tasks
+from warpk.trainers.data import fenced, heldout_tasks, train_tasks
 from warpk.trainers.source import EvaluatorSource
 
 
@@ -267,3 +267,30 @@ def test_a_bad_checkpoint_is_refused_at_preflight_naming_the_key(tmp_path):
     result = run_warpk(*job, f"policy.checkpoint={tmp_path / 'nope'}", f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode != 0 and "is not a directory" in result.stderr
     assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_training_as_two_processes_shares_one_run_dir_one_adapter_and_one_summary(tmp_path):
+    """train.processes=2 on the CPU: torchrun starts two ranks (gloo DDP through accelerate), both
+    train on the same run dir, rank 0 alone writes the summary and the held-out records."""
+    run_dir = tmp_path / "run"
+    result = run_warpk("stage=train", "model=m1", "policy=tiny", "hardware=cpu", "logger=disabled",
+                       "train.processes=2", "train.samples_per_task=1", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    assert "training process 1 of 2" in out and "training process 2 of 2" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["train/processes"] == 2.0 and summary["global_step"] == 2.0
+    assert summary["train/completions"] == 2 * 2 * 8  # steps x processes x per-device batch
+    assert (run_dir / "adapter" / "adapter_config.json").is_file()
+    assert (run_dir / "adapter" / "warpk_policy.json").is_file()
+    records = (run_dir / "records.jsonl").read_text().splitlines()
+    assert len(records) == len(heldout_tasks(config()))  # one held-out evaluation, not one per rank
+
+
+def test_more_processes_than_gpus_is_refused_before_training(tmp_path):
+    from warpk.hardware import HardwareError, require_processes
+
+    with pytest.raises(HardwareError, match=r"train.processes=8 .* NVML finds 1 GPU\(s\)"):
+        require_processes(8, "cuda", ["NVIDIA H100"])
+    require_processes(8, "cpu", [])  # CPU ranks share the cores
+    require_processes(1, "cuda", [])

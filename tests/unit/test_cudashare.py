@@ -90,17 +90,23 @@ def test_what_is_not_an_allocation_of_the_announced_size_is_refused():
         os.close(fd)
 
 
-def test_the_delivery_allowance_is_measured_and_only_ever_falls():
-    """The mapping cost the wall bound allows a device delivery: measured on our own memory,
-    larger for more bytes, and per size the least measurement so far (a slowed one cannot raise it)."""
+def test_the_mapping_allowance_is_calibrated_once_and_grows_with_the_size(monkeypatch):
+    """What the wall bound allows a device delivery beyond its copies: measured at two sizes on
+    our own memory, once per device (a later call does not measure again), larger for more bytes,
+    and nothing for memfds."""
     import torch
 
     from warpk.evaluator import transport
 
-    carrier = transport.Carrier(torch, torch.device("cuda:0"), on_device=True)
+    monkeypatch.setattr(transport, "_MAPPING_MS", {})
     torch.zeros(1, device="cuda:0")
-    small = carrier.delivery_fixed_ms(2 << 20)
-    assert 0 < small < 100
-    transport._FIXED_MS[4 << 30] = 1e9  # as if an earlier measurement had been slowed enormously
-    assert carrier.delivery_fixed_ms(4 << 30) < 1e9
-    assert transport.Carrier(torch, "cpu", on_device=False).delivery_fixed_ms(4 << 30) == 0.0
+    carrier = transport.Carrier(torch, torch.device("cuda:0"), on_device=True)
+    assert carrier.mapping_ms(1 << 30) == 0.0  # not calibrated yet: no allowance
+    carrier.calibrate_mapping()
+    small, large = transport._MAPPING_MS["cuda:0"]
+    assert 0 < small < large < 100
+    carrier.calibrate_mapping()
+    assert transport._MAPPING_MS["cuda:0"] == (small, large)
+    assert carrier.mapping_ms(256 << 20) == small and carrier.mapping_ms(2 << 30) == large
+    assert small < carrier.mapping_ms(1 << 30) < large < carrier.mapping_ms(8 << 30)
+    assert transport.Carrier(torch, "cpu", on_device=False).mapping_ms(4 << 30) == 0.0

@@ -49,3 +49,15 @@ def test_a_go_is_cleaned_up_only_when_the_next_message_arrives():
     wire.send(ours, wire.Quit())
     worker.join(10)
     assert not worker.is_alive()
+
+
+def test_the_mapping_allowance_is_linear_between_its_probes_and_zero_uncalibrated(monkeypatch):
+    from warpk.evaluator import transport
+
+    monkeypatch.setattr(transport, "_MAPPING_MS", {"cuda:0": (1.0, 8.0)})
+    on_gpu = transport.Carrier(None, "cuda:0", on_device=True)
+    lo, hi = transport.MAPPING_PROBE_BYTES
+    assert on_gpu.mapping_ms(lo) == 1.0 and on_gpu.mapping_ms(hi) == 8.0
+    assert on_gpu.mapping_ms((lo + hi) // 2) == 4.5 and on_gpu.mapping_ms(0) == 0.0  # never negative
+    assert transport.Carrier(None, "cuda:1", on_device=True).mapping_ms(hi) == 0.0  # not calibrated
+    assert transport.Carrier(None, "cuda:0", on_device=False).mapping_ms(hi) == 0.0  # memfds

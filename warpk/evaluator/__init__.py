@@ -124,8 +124,9 @@ class Evaluator:
             hardware=self.hardware.name,
             shape=self.shape if item.task.shapes else "default",  # "default": the file's own
         )
-        key = result_key(task_source, self.shape, item.task.shapes, sha, self.hardware, self.protocol,
-                         self.seed)
+        # the energy mode as resolved: auto means nvml on one machine and sampler on another
+        protocol = dataclasses.replace(self.protocol, energy=self.energy)
+        key = result_key(task_source, self.shape, item.task.shapes, sha, self.hardware, protocol, self.seed)
         try:
             tree = ast.parse(item.candidate_source)
             backend = backend_of(tree)

@@ -36,7 +36,9 @@ DTYPES = (
     "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 )
 JSON_SCALARS = (int, float, bool, str, type(None))
-_FIXED_MS: dict[int, float] = {}  # Carrier.delivery_fixed_ms, per size, in this process
+# Carrier.calibrate_mapping: device -> (ms at 256 MiB, ms at 2 GiB), measured in this process
+MAPPING_PROBE_BYTES = (256 << 20, 2 << 30)
+_MAPPING_MS: dict[str, tuple[float, float]] = {}
 
 
 def _dtype(torch, name: str):
@@ -317,18 +319,29 @@ class Carrier:
     def unmap(self) -> None:
         self.mapped = None
 
-    def delivery_fixed_ms(self, nbytes: int) -> float:
-        """On the device, what a delivery of `nbytes` costs beyond its two copies (the sender's
-        export, the receiver's import and mapping), which the reference's round trip does not
-        pay; 0 for memfds (the round trip pays all of it). The least of every measurement this
-        process has made for that size: a candidate that slows one cannot raise it."""
-        if not self.on_device or nbytes <= 0:
-            return 0.0
-        from warpk.evaluator.cudashare import delivery_fixed_ms
+    def calibrate_mapping(self) -> None:
+        """Measure, once per process and device, what a device delivery costs beyond its two
+        copies (the sender's export, the receiver's import and mapping: the reference's round
+        trip pays neither), at MAPPING_PROBE_BYTES, the least of 3 tries each. Call it only while
+        no candidate code runs on the GPU (the trusted worker does, before its first candidate
+        is loaded), so no candidate can slow it. A failure (no memory) leaves no allowance."""
+        key = str(self.device)
+        if not self.on_device or key in _MAPPING_MS:
+            return
+        from warpk.evaluator.cudashare import CudaShareError, delivery_fixed_ms
 
-        measured = delivery_fixed_ms(self.torch, self.device, nbytes)
-        _FIXED_MS[nbytes] = min(measured, _FIXED_MS.get(nbytes, math.inf))
-        return _FIXED_MS[nbytes]
+        try:
+            _MAPPING_MS[key] = tuple(min(delivery_fixed_ms(self.torch, self.device, n) for _ in range(3))
+                                     for n in MAPPING_PROBE_BYTES)
+        except CudaShareError:
+            _MAPPING_MS[key] = (0.0, 0.0)
+
+    def mapping_ms(self, nbytes: int) -> float:
+        """The calibrated mapping cost of a delivery of `nbytes`: linear in the size between (and
+        beyond) the two probes, never negative; 0 for memfds or before `calibrate_mapping`."""
+        small, large = _MAPPING_MS.get(str(self.device), (0.0, 0.0)) if self.on_device else (0.0, 0.0)
+        lo, hi = MAPPING_PROBE_BYTES
+        return max(0.0, small + (large - small) * (nbytes - lo) / (hi - lo))
 
     def round_trip(self, nbytes: int):
         """A function that sends tensors there and back the way outputs travel (the reference's

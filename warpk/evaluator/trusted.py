@@ -386,8 +386,7 @@ class Session:
         torch, s = self.torch, self.s
         self.phase = "timing"
         k = self.calls_per_batch()
-        # Set only once the reference's outputs are sized (correctness did that).
-        mapping_ms = self.carrier_for(k).delivery_fixed_ms(self.out_bytes * k)
+        mapping_ms = self.carrier_for(k).mapping_ms(self.out_bytes * k)  # outputs sized by correctness
         ref_ms, new_ms, walls, refused, confirmed = [], [], [], [], []
         batch = -1
         while len(new_ms) < s.timing_batches and len(refused) <= REFUSALS_PER_BATCH * s.timing_batches:
@@ -599,6 +598,9 @@ class Session:
         torch, s = self.torch, self.s
         self.apply_shape(self.request.shape)
         self.reference_energy()  # before the candidate exists on this lane
+        if self.dev.cuda:  # likewise: no candidate may slow what the wall bound allows
+            self.release()
+            self.carriers[True].calibrate_mapping()
         start = time.perf_counter()
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)

@@ -23,6 +23,7 @@ from rich.table import Table
 from warpk.config import RunConfig
 from warpk.stages.evaluate import results_table, summary_table
 from warpk.tasks import TaskError
+from warpk.trainers import distributed
 
 HELDOUT_KEYS = (
     "compile_rate",
@@ -89,6 +90,8 @@ def run_train(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> 
         raise TaskError(
             f"stage=train runs model=m0..m3 (sft, grpo); model={config.model.name} is {trainer_kind}"
         )
+    if distributed.world_size() > 1:
+        print(f"training process {distributed.rank() + 1} of {distributed.world_size()}", flush=True)
     start = time.perf_counter()
     if trainer_kind == "sft":
         from warpk.trainers.sft import run_sft as run
@@ -97,7 +100,7 @@ def run_train(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> 
     trainer, summary = run(config, run_dir, log)
     summary["train_wall_s"] = time.perf_counter() - start
     console.print(train_table(summary))
-    if config.train.heldout_eval:
+    if config.train.heldout_eval and distributed.is_main():  # one evaluation, not one per process
         model = trainer.model
         heldout = heldout_evaluation(config, model, trainer.processing_class, run_dir, console)
         summary.update(heldout)

@@ -96,7 +96,7 @@ def stamp_callback(policy: PolicyConfig, arm: str):
     class _Stamp(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            if folder.is_dir():
+            if state.is_world_process_zero and folder.is_dir():
                 write_stamp(folder, policy, arm=arm, global_step=state.global_step)
 
     return _Stamp()

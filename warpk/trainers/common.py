@@ -11,12 +11,14 @@ Non-goals: no training loop here; no hydra.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
 from warpk.config import RunConfig
 from warpk.evaluator import Evaluator, default_cache_dir
 from warpk.rewards.terms import reads_energy
+from warpk.trainers import distributed
 from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, load_trained, write_stamp
 
 
@@ -98,7 +100,11 @@ def build_evaluator(config: RunConfig, for_reward: bool = False) -> Evaluator:
         protocol = dataclasses.replace(protocol, energy="none")
         print(f"evaluate.energy=auto: reward={config.reward.name} reads no energy, so training "
               "completions are evaluated without it (held-out evaluation still measures it)", flush=True)
-    return Evaluator(protocol, config.hardware, config.tasks.shape, config.seed)
+    if distributed.world_size() > 1 and not protocol.compile_workers:  # the node's cores, shared
+        workers = distributed.compile_workers(os.cpu_count() or 1)
+        protocol = dataclasses.replace(protocol, compile_workers=workers)
+    return Evaluator(protocol, config.hardware, config.tasks.shape, config.seed,
+                     lanes=distributed.lanes(config.hardware.device))
 
 
 def resume_point(config: RunConfig, run_dir: Path) -> str | None:
@@ -128,11 +134,13 @@ def train_and_save(config: RunConfig, run_dir: Path, trainer, log) -> dict:
     trainer.train(resume_from_checkpoint=resume)
     adapter = Path(run_dir) / ADAPTER
     trainer.save_model(str(adapter))
-    write_stamp(
-        adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step,
-        warm_start=config.policy.checkpoint,
-    )  # fmt: skip
+    if distributed.is_main():
+        write_stamp(
+            adapter, config.policy, arm=config.model.name, global_step=trainer.state.global_step,
+            warm_start=config.policy.checkpoint,
+        )  # fmt: skip
     summary = history_summary(trainer.state.log_history)
     summary["global_step"] = float(trainer.state.global_step)
+    summary["train/processes"] = float(distributed.world_size())
     summary["resumed_from"] = resume
     return summary

@@ -24,7 +24,7 @@ from warpk.config import RunConfig
 from warpk.rewards import SharedBatch, reward_functions
 from warpk.rewards.terms import reads_energy, unmeasured_energy_note
 from warpk.tasks import TaskError
-from warpk.trainers import common
+from warpk.trainers import common, distributed
 from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
 from warpk.trainers.multiturn import DiscountedTotal
@@ -35,11 +35,11 @@ def check_batch(config: RunConfig) -> None:
     """The generation batch must hold whole groups. A TaskError (like every input error found
     inside a stage) so `python -m warpk` reports it in one line; raised before anything loads."""
     t = config.train
-    batch = t.per_device_batch_size * t.gradient_accumulation_steps
+    batch = t.per_device_batch_size * t.gradient_accumulation_steps * t.processes
     if batch % t.num_generations:
         raise TaskError(
-            f"train.per_device_batch_size x train.gradient_accumulation_steps = {batch} must be a "
-            f"multiple of train.num_generations={t.num_generations} (GRPO groups)"
+            f"train.per_device_batch_size x train.gradient_accumulation_steps x train.processes = {batch} "
+            f"must be a multiple of train.num_generations={t.num_generations} (GRPO groups)"
         )
 
 
@@ -99,8 +99,9 @@ def run_grpo(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> t
     summary = common.train_and_save(config, run_dir, trainer, log)
     if reads_energy(config.reward):  # the report marks energy arms that trained without it
         summary["reward_energy_measured"] = note is None
-    total = sum(source.counts.values())
-    for status, n in sorted(source.counts.items()):
+    counts = distributed.summed(source.counts)  # every process's completions, not rank 0's
+    total = sum(counts.values())
+    for status, n in sorted(counts.items()):
         summary[f"train/completions_{status}"] = float(n)
     summary["train/completions"] = float(total)
     return trainer, summary
