@@ -184,9 +184,9 @@ def main(cfg: DictConfig) -> dict:
         config = to_run_config(cfg)
         check_available(config.stage)
         require_device(config.hardware.device, config.hardware.name)
-        resolve_energy(config.evaluate.energy, config.hardware.device, config.hardware.name,
-                       sampler_addr=config.evaluate.sampler_addr)
         if config.stage in EVALUATING_STAGES:
+            resolve_energy(config.evaluate.energy, config.hardware.device, config.hardware.name,
+                           sampler_addr=config.evaluate.sampler_addr)
             resolve_sandbox(config.evaluate.sandbox)
         if config.stage == "train":
             require_processes(config.train.processes, config.hardware.device)

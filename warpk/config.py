@@ -277,6 +277,27 @@ class EvaluateConfig(_Checked):
     def check(self) -> None:
         if self.candidate_files and not self.task_file:
             raise ConfigError("evaluate.candidate_files needs evaluate.task_file (the task they solve)")
+        if not _loopback_port(self.sampler_addr):
+            raise ConfigError(
+                f"evaluate.sampler_addr={self.sampler_addr!r} must be host:port on this machine "
+                "(127.0.0.1, [::1] or localhost): the daemon's timestamps are this host's clock"
+            )
+
+
+def _loopback_port(addr: str) -> bool:
+    """host:port with a loopback host (127.0.0.0/8, ::1, localhost) and a port number."""
+    import ipaddress
+
+    host, _, port = addr.rpartition(":")
+    host = host.strip("[]")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass

@@ -72,20 +72,35 @@ def require_processes(processes: int, device: str, gpu_names: list[str] | None =
 
 
 def sampler_problem(addr: str, gpu_count: int, timeout_s: float = 0.5) -> str | None:
-    """Why the sampler daemon at `addr` cannot measure this machine's GPUs, or None when it can:
-    it must answer, read NVML (not a replayed trace) and serve GPUs 0..gpu_count-1."""
+    """Why the sampler daemon at `addr` cannot measure this process's GPUs, or None when it can:
+    it answers, reads NVML (not a replayed trace), serves exactly the GPUs this process sees
+    (a daemon for the whole node numbers them differently from a job that sees some), and
+    stamps its samples with this host's clock."""
+    import time
+
     from warpk.telemetry.sampler_client import SamplerClient
 
-    try:
-        with SamplerClient(addr, timeout_s) as client:
+    def why(err: Exception) -> str:
+        detail = getattr(err, "details", None)
+        return f"{type(err).__name__}: {detail() if callable(detail) else err}"
+
+    with SamplerClient(addr, timeout_s) as client:
+        try:
             health = client.health()
-    except Exception as err:  # noqa: BLE001 - grpc errors: no daemon there
-        return f"no sampler daemon answers at {addr} ({type(err).__name__})"
-    if health.backend != "nvml":
-        return f"the sampler at {addr} plays back a recorded trace (backend {health.backend}), not this GPU"
-    missing = sorted(set(range(gpu_count)) - set(health.gpus))
-    if missing:
-        return f"the sampler at {addr} does not serve GPU(s) {missing} (it serves {list(health.gpus)})"
+        except Exception as err:  # noqa: BLE001 - grpc errors: nothing answers there
+            return f"no sampler daemon answers at {addr} ({why(err)})"
+        if health.backend != "nvml":
+            return f"the sampler at {addr} plays back a recorded trace ({health.backend}), not this GPU"
+        if sorted(health.gpus) != list(range(gpu_count)):
+            return (f"the sampler at {addr} serves GPUs {list(health.gpus)}, but this process sees "
+                    f"{gpu_count}: its indices would not be this process's")
+        try:
+            (first,) = client.stream(gpus=[0], interval_ms=1, max_ticks=1, timeout_s=timeout_s)
+        except Exception as err:  # noqa: BLE001
+            return f"the sampler at {addr} answers but streams nothing ({why(err)})"
+    skew_s = abs(first.monotonic_s - time.monotonic())
+    if skew_s > 1.0:
+        return f"the sampler at {addr} stamps its samples {skew_s:.1f} s off this host's clock: another host?"
     return None
 
 

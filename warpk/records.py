@@ -88,7 +88,7 @@ class EvalRecord:
     # evaluate.energy=sampler: the lane's telemetry during the candidate's timing and energy
     # windows, from the sampler daemon's stream (warpk.telemetry.lane); None otherwise
     lane_samples: int | None = None
-    lane_seconds: float | None = None
+    lane_span_s: float | None = None
     lane_power_source: str | None = None  # power_instant_w | power_w (a 1 s average on Hopper)
     lane_power_mean_w: float | None = None
     lane_power_max_w: float | None = None

@@ -27,6 +27,19 @@ def test_energy_nvml_without_a_gpu_fails_at_stage_start_with_the_reason(tmp_path
     assert not (tmp_path / "records.jsonl").exists()  # refused before any candidate ran
 
 
+@pytest.mark.parametrize("override, message", [
+    ("evaluate.energy=sampler",
+     "warpk: evaluate.energy=sampler needs a GPU profile, but hardware=cpu runs on the CPU"),
+    ("evaluate.sampler_addr=10.1.2.3:50052",
+     "warpk: bad config: evaluate.sampler_addr='10.1.2.3:50052' must be host:port on this machine"),
+])
+def test_the_sampler_is_refused_before_anything_runs_where_it_cannot_measure(tmp_path, override, message):
+    result = run_warpk(override, "hardware=cpu", "logger=disabled", f"hydra.run.dir={tmp_path}", timeout=120)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "records.jsonl").exists()
+
+
 def test_energy_none_records_no_energy(tmp_path):
     result = run_warpk("evaluate.energy=none", "hardware=cpu", "logger=disabled",
                        "evaluate.result_cache=false", f"evaluate.task_file={SOFTMAX}",

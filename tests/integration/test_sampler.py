@@ -287,7 +287,7 @@ def test_lane_recorder_summarises_what_the_daemon_streamed(daemon):
     with LaneRecorder(daemon.address, gpu=0, interval_ms=5) as recorder:
         time.sleep(0.2)
     t = recorder.summary()
-    assert t.samples >= 10 and t.seconds > 0.1 and recorder.error is None
+    assert t.samples >= 10 and t.span_s > 0.1 and recorder.error is None
     assert t.power_source == "power_w" and t.power_mean_w == pytest.approx(POWER_W[0])  # GPU 0, not 1
     assert (t.sm_clock_min_mhz, t.temperature_max_c) == (1980, 40)
 
@@ -322,3 +322,15 @@ def test_the_evaluators_sampler_meter_reads_the_daemons_counter_of_the_mapped_gp
         assert meter.source == "sampler" and meter.settings.min_window_s == 0.25
         idle_w, _ = meter.observe_idle(0.1)
     assert idle_w == pytest.approx(POWER_W[1], rel=0.08)
+
+
+def test_a_daemon_reading_nvml_is_usable_only_for_exactly_the_gpus_this_process_sees():
+    """A node-wide daemon numbers the node's GPUs; a job that sees fewer would read another's."""
+    from warpk.hardware import sampler_problem
+
+    d = Daemon(NvmlBackend(fake_nvml([FakeGpu(), FakeGpu(pci_bus_id="00000000:3B:00.0")])), "127.0.0.1:0")
+    try:
+        assert sampler_problem(d.address, 2) is None
+        assert "serves GPUs [0, 1], but this process sees 1" in sampler_problem(d.address, 1)
+    finally:
+        d.stop()

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from fake_gpu import FakeGpu, fake_nvml
 
-from warpk.config import EvaluateConfig, HardwareConfig
+from warpk.config import ConfigError, EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator, energy
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.assemble import record_from
@@ -253,7 +253,7 @@ def test_measure_one_measures_one_side_with_the_same_stopping_rule():
     assert "idle_power_w" not in alone and alone["energy_j"] == pytest.approx(NEW_W * NEW_S, rel=5e-3)
 
 
-LANE = {"lane_samples": 120, "lane_seconds": 1.2, "lane_power_source": "power_instant_w",
+LANE = {"lane_samples": 120, "lane_span_s": 1.2, "lane_power_source": "power_instant_w",
         "lane_power_mean_w": 410.0, "lane_power_max_w": 655.0, "lane_sm_clock_mean_mhz": 1950.0,
         "lane_sm_clock_min_mhz": 1755, "lane_temperature_max_c": 61, "lane_throttle_reasons": 4}
 
@@ -309,3 +309,14 @@ def test_the_energy_spec_names_the_daemon_only_in_sampler_mode():
         protocol = EvaluateConfig(sandbox="process", sampler_addr="127.0.0.1:7")
         evaluator = SimpleNamespace(energy=mode, protocol=protocol, hardware=H200)
         assert Dispatcher(evaluator).energy_spec.sampler_addr == addr
+
+
+@pytest.mark.parametrize("addr", ["10.0.0.5:50052", "127.0.0.1", "localhost:0", "localhost:port", ""])
+def test_a_sampler_address_off_this_host_or_without_a_port_is_refused(addr):
+    with pytest.raises(ConfigError, match="evaluate.sampler_addr"):
+        EvaluateConfig(sampler_addr=addr)
+
+
+def test_loopback_sampler_addresses_are_accepted():
+    for addr in ("127.0.0.1:50052", "localhost:1", "[::1]:50052"):
+        EvaluateConfig(sampler_addr=addr)

@@ -23,7 +23,7 @@ def test_the_summary_prefers_instant_power_and_ors_the_throttle_masks():
                sample(10.5, power_w=300.0, power_instant_w=650.0, sm_clock_mhz=1700, temperature_c=58,
                       throttle_reasons=0x4)]
     t = summarize_samples(samples)
-    assert (t.samples, t.seconds, t.power_source) == (2, 0.5, "power_instant_w")
+    assert (t.samples, t.span_s, t.power_source) == (2, 0.5, "power_instant_w")
     assert (t.power_mean_w, t.power_max_w) == (450.0, 650.0)
     assert (t.sm_clock_mean_mhz, t.sm_clock_min_mhz, t.temperature_max_c) == (1840.0, 1700, 58)
     assert t.throttle_reasons == 0x5
@@ -54,3 +54,14 @@ def test_the_batch_rates_logged_per_step_carry_the_lanes_means():
     assert rates["lane_power_mean_w"] == 450.0 and rates["lane_temperature_max_c"] == 65.0
     assert "lane_sm_clock_mean_mhz" not in rates
     assert "lane_power_mean_w" not in batch_rates([EvalRecord(**base, speedup=1.0)])
+
+
+def test_the_records_telemetry_is_only_what_fell_inside_the_candidates_spans():
+    from warpk.telemetry.lane import lane_fields
+
+    samples = [sample(t, power_w=w) for t, w in ((1.0, 100.0), (2.0, 600.0), (3.0, 200.0), (4.0, 700.0))]
+    fields = lane_fields(samples, [(1.5, 2.5), (3.5, 4.5)])  # the reference ran at 1.0 and 3.0
+    assert fields["lane_samples"] == 2 and fields["lane_power_mean_w"] == 650.0
+    assert "lane_error" not in fields
+    missed = lane_fields(samples, [(5.0, 5.004)])
+    assert set(missed) == {"lane_error"} and "no telemetry sample fell inside" in missed["lane_error"]

@@ -61,3 +61,12 @@ def test_the_mapping_allowance_is_linear_between_its_probes_and_zero_uncalibrate
     assert on_gpu.mapping_ms((lo + hi) // 2) == 4.5 and on_gpu.mapping_ms(0) == 0.0  # never negative
     assert transport.Carrier(None, "cuda:1", on_device=True).mapping_ms(hi) == 0.0  # not calibrated
     assert transport.Carrier(None, "cuda:0", on_device=False).mapping_ms(hi) == 0.0  # memfds
+
+
+def test_the_wall_bound_allows_the_references_delivery_and_the_mapping_and_nothing_else():
+    from warpk.evaluator.trusted import wall_bound_ms
+
+    # 100 ms seen; the reference needed 2 ms beyond its compute; 3 ms + 5% slack
+    assert wall_bound_ms(100.0, 10.0, 12.0, 0.0) == 100.0 - 3.0 - 3.0 - 5.0
+    assert wall_bound_ms(100.0, 10.0, 12.0, 2.0) == wall_bound_ms(100.0, 10.0, 12.0, 0.0) - 3.0
+    assert wall_bound_ms(100.0, 12.0, 10.0, 0.0) == 100.0 - 3.0 - 5.0  # a negative delivery allows nothing

@@ -14,9 +14,11 @@
   4. records (warpk.evaluator.assemble): a runtime below the roofline floor is `implausible`.
 Energy (`evaluate.energy`, resolved once): `nvml` -> the trusted worker reads the GPU's NVML
 counter while the reference and then the candidate run (warpk.evaluator.energy),
-`energy_source="nvml"`; a failed measurement leaves energy None with `energy_error` saying why,
-never a modelled stand-in; `model` -> power model x measured runtime, `energy_source="model"`;
-`none` -> no energy figures.
+`energy_source="nvml"`; `sampler` -> the same counter from the sampler daemon's stream
+(`energy_source="sampler"`) plus the lane's telemetry in `lane_*`; `auto` -> sampler where a
+daemon serves this machine's GPUs, else nvml, on a GPU; a failed measurement leaves energy None
+with `energy_error` saying why, never a modelled stand-in; `model` -> power model x measured
+runtime, `energy_source="model"`; `none` -> no energy figures.
 
 Non-goals here: trl, peft, wandb or hydra (workers re-import this package in fresh processes).
 """

@@ -44,7 +44,7 @@ import os
 import time
 from collections.abc import Callable
 
-from warpk.telemetry.meter import MeterError, MeterSettings, summarize
+from warpk.telemetry.meter import EnergyMeter, MeterError, MeterSettings, summarize
 from warpk.telemetry.nvml import NvmlEnergyMeter
 
 IDLE_WINDOW_S = 0.3  # idle observed before the windows: about three counter updates on H200
@@ -190,7 +190,7 @@ def open_cuda_meter(props, min_window_s: float, nvml=None, **kwargs) -> NvmlEner
     return NvmlEnergyMeter(index, MeterSettings(min_window_s=min_window_s, repeats=1), nvml=nvml, **kwargs)
 
 
-def open_meter(props, spec, nvml=None):
+def open_meter(props, spec, nvml=None) -> EnergyMeter:
     """The meter an EnergySpec asks for on CUDA device `props`: the sampler daemon's streamed
     counter at spec.sampler_addr, or NVML read in this process."""
     if not spec.sampler_addr:

@@ -211,7 +211,7 @@ class Measurement:
     # evaluate.energy=sampler: the lane during the candidate's timing and energy windows
     # (warpk.telemetry.lane.LaneTelemetry); lane_error says why there is none
     lane_samples: int | None = None
-    lane_seconds: float | None = None
+    lane_span_s: float | None = None
     lane_power_source: str | None = None
     lane_power_mean_w: float | None = None
     lane_power_max_w: float | None = None

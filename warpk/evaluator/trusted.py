@@ -20,12 +20,15 @@ it drives the untrusted worker (warpk.evaluator.untrusted) through:
      the candidate first). The reference's time is measured here. The candidate's own CUDA-event
      (perf_counter on CPU) time is used for resolution only when it is consistent with this
      process's wall clock from sending `Go` to having copies of its outputs here:
-     reported >= wall - (the reference's delivery overhead) - slack, else
-     `implausible`. Every timed call's output is verified.                   -> incorrect
-  6. energy (evaluate.energy=nvml, GPU only): the candidate on the GPU's NVML counter, read here
-     while its calls run over there, beside the reference's energy, which this lane measured
-     before step 1 (now or for an earlier candidate of the task: energy.ReferenceEnergies); a
-     meter failure is the record's energy_error, never a modelled stand-in
+     reported >= wall - 1.5 x (the reference's delivery overhead + on a GPU the mapping cost of a
+     device delivery, calibrated before the first candidate: Carrier.calibrate_mapping) - slack,
+     else `implausible`. Every timed call's output is verified.                   -> incorrect
+  6. energy (evaluate.energy=nvml|sampler, GPU only): the candidate on the GPU's NVML counter
+     (or the sampler daemon's stream of it, plus the lane's telemetry over the candidate's own
+     batches and windows), read here while its calls run over there, beside the reference's
+     energy, which this lane measured before step 1 (now or for an earlier candidate of the
+     task: energy.ReferenceEnergies); a meter failure is the record's energy_error, never a
+     modelled stand-in
   7. on a GPU, one correctness trial at each other declared shape (shape-specialised code)
 A batch whose reported time the wall clock contradicts is not used (a stalled batch, or a lie)
 and another is run in its place; more than 3 x `timing_batches` of them -> `implausible`. Speedup =
@@ -59,6 +62,7 @@ from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
 from warpk.evaluator.speed import speed_summary
 from warpk.evaluator.transport import ALIGN, Carrier, layout, tensor_bytes
+from warpk.telemetry.lane import lane_fields
 
 MAX_CALLS_PER_BATCH = 4096
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
@@ -78,6 +82,14 @@ OVERHEAD_FACTOR = 1.5
 # (seen in CI: 11 of 17 on a freshly installed 2-core box), so a candidate gets this many
 # replacements per wanted batch before it is `implausible`.
 REFUSALS_PER_BATCH = 3
+def wall_bound_ms(wall_ms: float, ref_ms: float, ref_wall_ms: float, mapping_ms: float) -> float:
+    """The least time a candidate may report for a batch the trusted clock saw take `wall_ms`
+    (go to outputs here): less 1.5 x the delivery the reference's batch of the same bytes needed
+    (its wall less its compute) plus the calibrated mapping of a device delivery, less the slack."""
+    overhead_ms = (max(ref_wall_ms - ref_ms, 0.0) + mapping_ms) * OVERHEAD_FACTOR
+    return wall_ms - overhead_ms - WALL_SLACK_MS - WALL_SLACK_FRACTION * wall_ms
+
+
 def fingerprint(torch, inputs: list) -> list[str]:
     """Cheap sums of a call's inputs, to check that drawing them again gives the same ones."""
     def one(x) -> str:
@@ -122,6 +134,7 @@ class Session:
                  energies: ReferenceEnergies | None = None):
         self.torch, self.dev, self.request, self.sock = torch, dev, request, sock
         self.energies = energies if energies is not None else ReferenceEnergies()
+        self.spans: list[tuple[float, float]] = []  # host-monotonic (start, end) of the candidate's Go's
         self.ref_energy: ReferenceEnergy | None = None
         self.ref_energy_error: str | None = None
         self.s = request.settings
@@ -234,9 +247,10 @@ class Session:
     def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, list[list], list[list], float]:
         """(Ran, its outputs, its reported inputs, wall ms from sending Go to having copies of
         the outputs here: device memory the candidate could still write is never believed)."""
-        start = time.perf_counter()
+        start, since = time.perf_counter(), time.monotonic()
         self.went = True
         ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
+        self.spans.append((since, time.monotonic()))
         if len(ran.outputs) != calls:
             if fd is not None:
                 os.close(fd)
@@ -420,8 +434,7 @@ class Session:
                 check_correct(torch, ref_out, out, s, f"timed call {i} of batch {batch}")
             del outs, ref_outs
             claimed = ran.compute_ms
-            overhead_ms = (max(r_wall_ms - r_ms, 0.0) + mapping_ms) * OVERHEAD_FACTOR
-            bound_ms = wall_ms - overhead_ms - WALL_SLACK_MS - WALL_SLACK_FRACTION * wall_ms
+            bound_ms = wall_bound_ms(wall_ms, r_ms, r_wall_ms, mapping_ms)
             if os.environ.get("WARPK_DEBUG_TIMING"):
                 print(f"batch {batch} k={k} ref {r_ms:.3f}/{r_wall_ms:.3f} cand {claimed}/{wall_ms:.3f} "
                       f"mapping {mapping_ms:.3f} bound {bound_ms:.3f}", file=sys.stderr, flush=True)
@@ -546,8 +559,10 @@ class Session:
 
         try:
             props = torch.cuda.get_device_properties(self.dev.device)
+            since = time.monotonic()
             with open_meter(props, spec) as meter:
                 fields = measure_one(meter, remote, sync, spec.repeats, 0.0, spec.rel_uncertainty)
+            self.spans.append((since, time.monotonic()))
         except (Verdict, wire.ProtocolError):
             raise
         except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
@@ -568,31 +583,34 @@ class Session:
     @contextlib.contextmanager
     def lane_telemetry(self):
         """evaluate.energy=sampler on a GPU: the daemon's stream of this lane's power, clocks,
-        temperature and throttling, kept over what is inside the block (the candidate's timing
-        and energy windows) and summarised into the lane_* fields; lane_error when it cannot."""
+        temperature and throttling while the block runs (the candidate's timing and energy),
+        summarised over the candidate's own batches and windows (`spans`, not the reference's)
+        into the lane_* fields; lane_error when there is none."""
         spec = self.request.energy
-        if spec is None or not spec.sampler_addr or not self.dev.cuda:
+        recorder = None
+        if spec is not None and spec.sampler_addr and self.dev.cuda:
+            recorder = self.start_recorder(spec.sampler_addr)
+        self.spans = []
+        try:
             yield
-            return
+        finally:
+            if recorder is not None:
+                recorder.stop()
+                self.result.update(lane_fields(recorder.samples, self.spans))
+                if recorder.error is not None:
+                    self.result["lane_error"] = f"the sampler's stream broke: {one_line(recorder.error)}"
+
+    def start_recorder(self, addr: str):
+        """A started LaneRecorder on this lane's GPU, or None with lane_error saying why."""
         from warpk.evaluator.energy import nvml_index_of
         from warpk.telemetry.lane import LaneRecorder
 
         try:
             index = nvml_index_of(self.torch.cuda.get_device_properties(self.dev.device))
-            recorder = LaneRecorder(spec.sampler_addr, index).start()
+            return LaneRecorder(addr, index).start()
         except Exception as err:  # noqa: BLE001 - no daemon, no NVML: the record says why
             self.result["lane_error"] = f"no lane telemetry from the sampler: {one_line(err)}"
-            yield
-            return
-        try:
-            yield
-        finally:
-            recorder.stop()
-            summary = recorder.summary()
-            if summary is not None:
-                self.result.update(summary.record_fields())
-            if recorder.error is not None:
-                self.result["lane_error"] = f"the sampler's stream broke: {one_line(recorder.error)}"
+            return None
 
     def run(self) -> wire.Measurement:
         torch, s = self.torch, self.s

@@ -199,6 +199,9 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
     if evaluator.energy == "sampler":
         console.print(f"energy: from the sampler daemon at {config.evaluate.sampler_addr} (NVML counter "
                       "windows, and each record's lane_* telemetry during its candidate's measurement)")
+    elif evaluator.energy == "nvml" and config.evaluate.energy == "auto":
+        console.print(f"energy: NVML read by the trusted worker (no usable sampler daemon at "
+                      f"{config.evaluate.sampler_addr}, so no lane_* telemetry)")
     records_path = run_dir / "records.jsonl"
     # SLURM sets SLURM_RESTART_COUNT in a requeued job: the only case where this run dir already
     # holds this job's own records (a re-run into the same hydra.run.dir starts over).

@@ -3,7 +3,8 @@ from the sampler daemon's stream (`python -m sampler serve`).
 
     with LaneRecorder("127.0.0.1:50052", gpu=0) as recorder:
         ...  # the candidate's timing and energy windows
-    telemetry = recorder.summary()  # LaneTelemetry, or None without samples
+    telemetry = recorder.summary()  # LaneTelemetry of all its samples, or None without any
+    fields = lane_fields(recorder.samples, spans)  # only those inside the candidate's spans
 
 The trusted worker records this around the candidate's measurement when energy comes from the
 sampler (`evaluate.energy=sampler`); each record then carries it (`lane_*` fields), and the
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 from warpk.telemetry.meter import MeterError
 
+BATCH_TICKS = 5
 LANE_METRICS = ("power_w", "power_instant_w", "sm_clock_mhz", "temperature_c", "throttle_reasons")
 
 
@@ -31,7 +33,7 @@ class LaneTelemetry:
     """A summary of one lane's samples over a measurement; None = the GPU did not report it."""
 
     samples: int
-    seconds: float  # from the first sample to the last
+    span_s: float  # from the first sample to the last
     power_source: str | None  # power_instant_w | power_w
     power_mean_w: float | None
     power_max_w: float | None
@@ -69,7 +71,7 @@ def summarize_samples(samples: Iterable) -> LaneTelemetry | None:
     stamps = [s.monotonic_s for s in samples]
     return LaneTelemetry(
         samples=len(samples),
-        seconds=max(stamps) - min(stamps),
+        span_s=max(stamps) - min(stamps),
         power_source=source,
         power_mean_w=_mean(power),
         power_max_w=max(power) if power else None,
@@ -78,6 +80,18 @@ def summarize_samples(samples: Iterable) -> LaneTelemetry | None:
         temperature_max_c=max(temps) if temps else None,
         throttle_reasons=throttle,
     )
+
+
+def lane_fields(samples: list, spans: list[tuple[float, float]]) -> dict:
+    """The record's lane_* fields from the samples stamped inside `spans` (host-monotonic
+    (start, end) pairs: the candidate's timed batches and energy windows, not the reference's)."""
+    inside = [s for s in samples if any(start <= s.monotonic_s <= end for start, end in spans)]
+    summary = summarize_samples(inside)
+    if summary is not None:
+        return summary.record_fields()
+    total_ms = sum(end - start for start, end in spans) * 1e3
+    return {"lane_error": f"no telemetry sample fell inside the candidate's {len(spans)} batches and "
+                          f"windows ({total_ms:.0f} ms in all; {len(samples)} samples around them)"}
 
 
 class LaneRecorder:
@@ -104,14 +118,19 @@ class LaneRecorder:
         self._first = threading.Event()
 
     def start(self) -> LaneRecorder:
-        self._stream = self.client.stream_batches(gpus=[self.gpu], interval_ms=self.interval_ms,
-                                                  metrics=list(LANE_METRICS))
-        self._thread = threading.Thread(target=self._consume, daemon=True, name="lane-telemetry")
-        self._thread.start()
-        if not self._first.wait(self.timeout_s) or not self.samples:
+        try:
+            # a few ticks per message: this thread shares the trusted worker's interpreter, so it
+            # wakes 20 times a second, not 100
+            self._stream = self.client.stream_batches(gpus=[self.gpu], interval_ms=self.interval_ms,
+                                                      metrics=list(LANE_METRICS), batch_ticks=BATCH_TICKS)
+            self._thread = threading.Thread(target=self._consume, daemon=True, name="lane-telemetry")
+            self._thread.start()
+            if not self._first.wait(self.timeout_s) or not self.samples:
+                raise MeterError(f"no telemetry from the sampler at {self.client.addr} within "
+                                 f"{self.timeout_s} s ({self.error!r})")
+        except BaseException:
             self.stop()
-            raise MeterError(f"no telemetry from the sampler at {self.client.addr} within "
-                             f"{self.timeout_s} s ({self.error!r})")
+            raise
         return self
 
     def _consume(self) -> None:
