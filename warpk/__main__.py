@@ -40,6 +40,7 @@ from warpk.hardware import (
     detect_gpu_names,
     profile_for,
     require_device,
+    require_generator,
     require_processes,
     resolve_energy,
 )
@@ -143,6 +144,8 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
                 config = to_run_config(compose("config", overrides=list(job)), gpu_names)
                 if config.stage in EVALUATING_STAGES:
                     resolve_sandbox(config.evaluate.sandbox)
+                if config.stage == "train":
+                    require_generator(config.policy.generator, config.hardware.device)
                 if config.policy.checkpoint and config.stage in ("train", "evaluate"):
                     check_checkpoint(config.policy)  # a warm start or a sampled policy: loadable?
             except (ConfigError, HardwareError, SandboxUnavailable, CheckpointMismatch) as err:

@@ -110,6 +110,9 @@ class PolicyConfig(_Checked):
     max_new_tokens: int = number(1024, 1, 32768)
     temperature: float = number(0.8, 0.0, 5.0)
     checkpoint: str | None = None  # a trained LoRA adapter dir (stage=evaluate samples from it)
+    # GRPO's generation: hf = transformers' generate; vllm = vLLM colocated in each training
+    # process through trl (a GPU and the vllm package, which is not installed with warpk)
+    generator: str = one_of("hf", "hf", "vllm")
 
 
 @dataclass

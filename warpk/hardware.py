@@ -59,6 +59,21 @@ def require_device(device: str, profile: str, gpu_names: list[str] | None = None
         )
 
 
+def require_generator(generator: str, device: str, find_spec=None) -> None:
+    """policy.generator=vllm needs a GPU profile and the vllm package; refused in one line."""
+    if generator != "vllm":
+        return
+    if device != "cuda":
+        raise HardwareError("policy.generator=vllm needs a GPU profile (vLLM runs on CUDA); "
+                            "use policy.generator=hf on the CPU")
+    if find_spec is None:
+        from importlib.util import find_spec
+    if find_spec("vllm") is None:
+        raise HardwareError("policy.generator=vllm needs the vllm package, which is not installed in "
+                            "this environment (pip install vllm, matching your torch); "
+                            "or use policy.generator=hf")
+
+
 def require_processes(processes: int, device: str, gpu_names: list[str] | None = None) -> None:
     """Training as `processes` processes on GPUs needs that many GPUs on this node."""
     if processes <= 1 or device != "cuda":

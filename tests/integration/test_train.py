@@ -294,3 +294,23 @@ def test_more_processes_than_gpus_is_refused_before_training(tmp_path):
         require_processes(8, "cuda", ["NVIDIA H100"])
     require_processes(8, "cpu", [])  # CPU ranks share the cores
     require_processes(1, "cuda", [])
+
+
+def test_vllm_generation_is_refused_in_one_line_where_it_cannot_run(tmp_path):
+    from warpk.hardware import HardwareError, require_generator
+
+    result = run_warpk("stage=train", "model=m1", "policy=tiny", "hardware=cpu", "policy.generator=vllm",
+                       f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    assert result.returncode != 0 and not (tmp_path / "run").exists()
+    assert "policy.generator=vllm needs a GPU profile" in result.stderr
+    with pytest.raises(HardwareError, match="needs the vllm package, which is not installed"):
+        require_generator("vllm", "cuda", find_spec=lambda name: None)
+    require_generator("vllm", "cuda", find_spec=lambda name: object())  # installed: allowed
+    require_generator("hf", "cpu")
+
+
+def test_vllm_generation_asks_trl_for_colocated_vllm_and_hf_for_nothing():
+    args = grpo.vllm_args(config("model=m1", "policy.generator=vllm"))
+    assert args["use_vllm"] and args["vllm_mode"] == "colocate"
+    assert args["vllm_max_model_length"] == 4096 + 64  # max_prompt_length + tiny's max_new_tokens
+    assert grpo.vllm_args(config("model=m1")) == {}

@@ -30,6 +30,8 @@ from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
 from warpk.trainers.multiturn import DiscountedTotal
 from warpk.trainers.source import EvaluatorSource
 
+VLLM_GPU_MEMORY_SHARE = 0.3  # of the GPU's memory for vLLM's weights and KV cache
+
 
 def check_batch(config: RunConfig) -> None:
     """The generation batch must hold whole groups. A TaskError (like every input error found
@@ -54,7 +56,21 @@ def grpo_args(config: RunConfig, run_dir: Path):
         beta=config.train.beta,
         mask_truncated_completions=config.train.mask_truncated_completions,
         log_completions=False,
+        **vllm_args(config),
     )
+
+
+def vllm_args(config: RunConfig) -> dict:
+    """policy.generator=vllm: trl's colocated vLLM in each training process, leaving most of the
+    GPU to the policy's training and the evaluator's measurements (preflight checked vllm exists)."""
+    if config.policy.generator != "vllm":
+        return {}
+    return {
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": VLLM_GPU_MEMORY_SHARE,
+        "vllm_max_model_length": config.train.max_prompt_length + config.policy.max_new_tokens,
+    }
 
 
 def build_trainer(config: RunConfig, run_dir: Path, source):
