@@ -377,3 +377,52 @@ def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypat
     }
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: found.get(name))
     assert sandbox._toolchain_prefixes() == [sandbox.Path("/opt/gcc-13")]
+
+
+HUGE_TASK = '''import torch
+import torch.nn as nn
+
+N = 1 << 40  # 4 TiB of float32 inputs: sized on the meta device, never allocated
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_task_too_big_for_this_hosts_memory_is_too_big_before_anything_is_allocated(tmp_path):
+    """On the CPU an allocation past the RAM ends in the kernel's OOM killer, not an error: the
+    trusted worker sizes the task on the meta device first and says why it cannot run."""
+    path = tmp_path / "huge_relu.py"
+    path.write_text(HUGE_TASK)
+    candidate = HUGE_TASK.replace("class Model(", "class ModelNew(")
+    evaluator = Evaluator(EvaluateConfig(result_cache=False, sandbox="process"), _hardware("cpu"))
+    start = time.monotonic()
+    record = evaluator.measure(EvalItem(load_task_file(path), candidate, "copy.py"))
+    assert record.status == "too_big", record.error
+    assert "of host memory" in record.error and "GiB available" in record.error
+    assert time.monotonic() - start < 120  # decided on sizes, not by filling 4 TiB
+
+
+def test_the_host_peak_is_sized_from_inputs_and_outputs_on_the_meta_device():
+    import types
+
+    import torch
+
+    from warpk.evaluator.trusted import host_peak_bytes
+
+    task = types.ModuleType("t")
+    exec(HUGE_TASK.replace("1 << 40", "1 << 20"), task.__dict__)  # 4 MiB in, 4 MiB out
+    assert host_peak_bytes(torch, task) == 3 * (4 << 20) + 2 * (4 << 20)  # max(2I, I + 2O) + I + O
+    task.get_inputs = lambda: [torch.randn(3).tolist()]  # not a tensor program: unsized
+    task.Model = lambda: (_ for _ in ()).throw(RuntimeError("data-dependent"))
+    assert host_peak_bytes(torch, task) is None

@@ -82,6 +82,37 @@ OVERHEAD_FACTOR = 1.5
 # (seen in CI: 11 of 17 on a freshly installed 2-core box), so a candidate gets this many
 # replacements per wanted batch before it is `implausible`.
 REFUSALS_PER_BATCH = 3
+def host_peak_bytes(torch, task) -> int | None:
+    """A lower bound of the host bytes the protocol holds at its peak for one call of `task` on
+    the CPU, from its inputs (I) and the reference's outputs (O) sized on the meta device: the
+    big-task path's max(2I, I + 2O) in the workers plus the memfds that carry I and O
+    (docs/evaluator.md section 3); None when the task cannot be sized that way."""
+    try:
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            inputs = list(task.get_inputs())
+            model = task.Model(*task.get_init_inputs())
+            outputs = flatten(model(*inputs))
+    except Exception:  # noqa: BLE001 - data-dependent code: not checkable without data
+        return None
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    outs = [t for t in outputs if isinstance(t, torch.Tensor)]
+    in_bytes = sum(t.numel() * t.element_size() for t in tensors)
+    out_bytes = sum(t.numel() * t.element_size() for t in outs)
+    return max(2 * in_bytes, in_bytes + 2 * out_bytes) + in_bytes + out_bytes
+
+
+def available_host_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 def wall_bound_ms(wall_ms: float, ref_ms: float, ref_wall_ms: float, mapping_ms: float) -> float:
     """The least time a candidate may report for a batch the trusted clock saw take `wall_ms`
     (go to outputs here): less 1.5 x the delivery the reference's batch of the same bytes needed
@@ -194,6 +225,21 @@ class Session:
             setattr(self.task, key, value)
         for key, value in self.request.shapes.get(shape, {}).items():
             setattr(self.task, key, value)
+
+    def check_host_memory(self) -> None:
+        """On the CPU, a task whose protocol peak cannot fit this host's available memory is
+        `too_big` before anything is allocated: its inputs and the reference's outputs are sized
+        on torch's meta device (no data), since a real allocation would end in the kernel's OOM
+        killer, not an error. Tasks whose get_inputs or reference cannot run on meta are not
+        checked here."""
+        if self.dev.cuda:
+            return
+        need = host_peak_bytes(self.torch, self.task)
+        available = available_host_bytes()
+        if need is not None and available is not None and need > available:
+            raise Verdict("too_big", f"the task needs about {need / 2**30:.1f} GiB of host memory in this "
+                          f"protocol (inputs and outputs, both workers) and this machine has "
+                          f"{available / 2**30:.1f} GiB available")
 
     def inputs(self, seed: int) -> list:
         torch = self.torch
@@ -615,6 +661,7 @@ class Session:
     def run(self) -> wire.Measurement:
         torch, s = self.torch, self.s
         self.apply_shape(self.request.shape)
+        self.check_host_memory()
         self.reference_energy()  # before the candidate exists on this lane
         if self.dev.cuda:  # likewise: no candidate may slow what the wall bound allows
             self.release()
