@@ -64,7 +64,10 @@ class ResultCache:
         path = self._path(key)
         if not self.enabled or not path.exists():
             return None
-        record = EvalRecord.from_json(path.read_text())
+        try:
+            record = EvalRecord.from_json(path.read_text())
+        except (OSError, ValueError, TypeError):  # torn, or written by another version's records: a miss
+            return None
         return dataclasses.replace(record, candidate=candidate, task_id=task_id, cached=True)
 
     def put(self, key: str, record: EvalRecord) -> None:
