@@ -183,6 +183,9 @@ def test_paired_test_is_scipys_wilcoxon_on_the_per_task_values(report):
     assert row["arm"] == "m2" and row["pairs"] == "4"
     assert row["p"] == format(expected.pvalue, ".3g")
     assert float(row["rank-biserial r"]) < 0  # m2 is less often correct than m0
+    # 4 tasks: no p below 2 / 2^4 = 0.125, so the table says its design cannot reach significance
+    assert float(row["min p"]) >= 0.125
+    assert "This design cannot reach significance" in (report / "tables" / "comparisons.md").read_text()
 
 
 def test_failure_taxonomy_counts_the_failed_records(runs, report):

@@ -118,3 +118,18 @@ def test_pareto_front_keeps_only_non_dominated_points():
 def test_failure_categories(status, error, expected):
     record = EvalRecord(task_id="t", candidate="c", candidate_sha="0", status=status, error=error)
     assert category(record) == expected
+
+
+def test_the_smallest_possible_p_is_the_all_one_sign_exact_p():
+    six = stats.wilcoxon([1, 2, 3, 4, 5, 6], [0] * 6)
+    assert six.min_p == 2 / 2**6 == pytest.approx(six.p_value)  # all six favour x: the floor itself
+    assert stats.wilcoxon([1, 1], [1, 1]).min_p is None  # no nonzero pair
+
+
+def test_a_family_that_cannot_reach_significance_after_holm_says_so():
+    six = stats.wilcoxon([1, 2, 3, 4, 5, 6], [0] * 6)  # min p 0.031
+    note = stats.unreachable([six] * 12, 0.05)  # Holm over 12 needs p < 0.0042
+    assert note.startswith("This design cannot reach significance") and "0.0312" in note
+    assert stats.unreachable([six], 0.05) is None  # one test: 0.031 < 0.05 is reachable
+    twenty = stats.wilcoxon(list(range(1, 21)), [0] * 20)
+    assert stats.unreachable([twenty] * 12, 0.05) is None

@@ -271,10 +271,12 @@ def _comparisons(tasks, pairs, arms, baseline, policy, cfg: ReportConfig, note: 
             )
     adjusted = stats.holm([t.p_value for _, _, t, _, _ in tests])
     n_tested = sum(t.p_value is not None for _, _, t, _, _ in tests)
+    limit = stats.unreachable([t for _, _, t, _, _ in tests], cfg.alpha)
     table = Table(
         "comparisons",
         f"Paired tests vs baseline arm {baseline} "
-        f"(Wilcoxon signed-rank, two-sided; Holm over the {n_tested} tests with a p-value)",
+        f"(Wilcoxon signed-rank, two-sided; Holm over the {n_tested} tests with a p-value)"
+        + (f". {limit}" if limit else ""),
         [
             "arm",
             "metric",
@@ -284,11 +286,13 @@ def _comparisons(tasks, pairs, arms, baseline, policy, cfg: ReportConfig, note: 
             "median diff",
             "W",
             "p",
+            "min p",
             "p (Holm)",
             "rank-biserial r",
             f"p (Holm) < {cfg.alpha:g}",
         ],
-        notes=[note, "r > 0: the arm tends to exceed the baseline; diff = arm - baseline."],
+        notes=[note, "r > 0: the arm tends to exceed the baseline; diff = arm - baseline. "
+               "min p: the smallest p the test can give with its nonzero pairs (2 / 2^n)."],
     )
     n_sig = 0
     for (arm, label, t, src, unit), p_holm in zip(tests, adjusted, strict=True):
@@ -303,6 +307,7 @@ def _comparisons(tasks, pairs, arms, baseline, policy, cfg: ReportConfig, note: 
             num(t.median_diff, src, ".4g"),
             num(t.statistic, src, "g"),
             num(t.p_value, src, ".3g"),
+            num(t.min_p, src, ".3g"),
             num(p_holm, src, ".3g"),
             num(t.rank_biserial, src),
             text("yes" if significant else ("no" if p_holm is not None else (t.reason or "-"))),

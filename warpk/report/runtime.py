@@ -152,10 +152,12 @@ def _tests(eps: list[Episode], cfg: ReportConfig, note: str) -> Table:
         )
         tests.append((arm, regime, policy, test, [s for a, b in pairs for s in (a.source, b.source)]))
     adjusted = stats.holm([t.p_value for *_, t, _ in tests])
+    limit = stats.unreachable([t for *_, t, _ in tests], cfg.alpha)
     table = Table(
         "runtime_tests",
         "PPO vs each policy: energy per request paired by (run, episode seed), Wilcoxon signed-rank, "
-        f"Holm over the {sum(t.p_value is not None for *_, t, _ in tests)} tests with a p-value",
+        f"Holm over the {sum(t.p_value is not None for *_, t, _ in tests)} tests with a p-value"
+        + (f". {limit}" if limit else ""),
         [
             "arm",
             "regime",
@@ -163,6 +165,7 @@ def _tests(eps: list[Episode], cfg: ReportConfig, note: str) -> Table:
             "pairs",
             "median diff J",
             "p",
+            "min p",
             "p (Holm)",
             "rank-biserial r",
             f"p (Holm) < {cfg.alpha:g}",
@@ -180,6 +183,7 @@ def _tests(eps: list[Episode], cfg: ReportConfig, note: str) -> Table:
             num(t.n_pairs, src, "d"),
             num(t.median_diff, src, ".4g"),
             num(t.p_value, src, ".3g"),
+            num(t.min_p, src, ".3g"),
             num(p_holm, src, ".3g"),
             num(t.rank_biserial, src),
             text(verdict or "-"),

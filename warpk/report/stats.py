@@ -6,6 +6,7 @@
                   matched-pairs rank-biserial correlation r = (W+ - W-) / (W+ + W-) as effect size
                   (+1: every nonzero difference favours the first sample)
   holm            Holm-Bonferroni step-down adjustment of a family of p-values
+  unreachable     whether a family of tests can reach significance at all (PairedTest.min_p)
 
 A statistic that cannot be computed (one seed, one task, no nonzero difference) is None with a
 reason, never a placeholder number.
@@ -84,6 +85,29 @@ class PairedTest:
     rank_biserial: float | None  # effect size in [-1, 1]; > 0: x tends to exceed y
     median_diff: float | None  # median of x - y
     reason: str | None = None
+
+    @property
+    def min_p(self) -> float | None:
+        """The smallest two-sided p this design can give: every nonzero difference of one sign,
+        2 / 2^n for n nonzero pairs (exact test); None without a nonzero pair."""
+        return min(1.0, 2.0 ** (1 - self.n_nonzero)) if self.n_nonzero else None
+
+
+def unreachable(tests: list[PairedTest], alpha: float) -> str | None:
+    """A sentence saying that no test of this family can be significant after Holm, or None.
+
+    Holm rejects nothing unless its smallest p is below alpha / m (m tests with a p-value), and
+    no test's p can be below its `min_p`."""
+    floors = [t.min_p for t in tests if t.p_value is not None and t.min_p is not None]
+    if not floors:
+        return None
+    m, best = len(floors), min(floors)
+    if best * m < alpha:
+        return None
+    pairs = max(t.n_nonzero for t in tests if t.p_value is not None)
+    return (f"This design cannot reach significance: with at most {pairs} nonzero pairs the smallest "
+            f"possible p is {best:.3g}, and Holm over {m} tests needs p < {alpha / m:.3g}; "
+            "'no' here is not evidence of no effect")
 
 
 def wilcoxon(x: list[float], y: list[float]) -> PairedTest:
