@@ -35,7 +35,8 @@ by that process's wall clock. This module limits what it can do to the machine.
   1.5 x (the reference's delivery of the same bytes + on a GPU the measured cost of mapping a
   device delivery) + 3 ms + 5 %, and a lie inside that passes (corpus 42e, 42f and 45b are open
   holes); `process` mode has none of the namespace protections above (a
-  candidate there can write wherever the user can and reach the network). Run untrusted code on
+  candidate there can write wherever the user can and reach the network, the sampler daemon on
+  loopback included: it cannot change a reading there, but it can slow the daemon). Run untrusted code on
   a machine you can afford to lose, or at least under bwrap.
 """
 
