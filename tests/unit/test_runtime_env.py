@@ -128,3 +128,36 @@ def test_a_clock_independent_power_share_shrinks_the_modelled_clock_saving():
         _, e_low = cost.decode_step(32, 32 * 600, 700.0, 1110)
         saving[share] = 1 - e_low / e_max
     assert saving[0.0] > saving[0.5] > 0 > saving[1.0]  # all power fixed: slower is only costlier
+
+
+def test_the_reward_weights_of_the_run_weigh_the_energy_and_sla_terms():
+    """reward.beta_energy and reward.gamma_sla reach the controller's reward (M4 is not deaf to them)."""
+    cal = load_calibration(FIXTURE, allow_fixture=True)
+    cfg = RuntimeConfig(allow_fixture_calibration=True, episode_steps=6)
+    tight = SlaConfig(ttft_p95_s=0.001, e2e_p95_s=0.01)  # every request late
+
+    def returns(**weights):
+        env = ServingEnv(cfg, tight, load_gpu_profile("h200"), cal, **weights)
+        _, rewards, result = run_episode(env, STATIC_MAX, seed=3)
+        return rewards.sum(), result
+
+    base, result = returns()
+    assert result.sla_attainment < 1.0
+    no_sla, _ = returns(sla_weight=0.0)
+    assert no_sla > base  # the late requests no longer cost anything
+    double_energy, _ = returns(energy_weight=2.0, sla_weight=0.0)
+    assert double_energy == pytest.approx(2 * no_sla)  # the rest is the energy term, scaled
+
+
+def test_a_runtime_reward_that_weighs_neither_energy_nor_sla_is_refused():
+    from hydra import compose, initialize_config_dir
+
+    from warpk.__main__ import CONF_DIR, to_run_config
+    from warpk.stages.runtime import reward_weights
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+        m4 = to_run_config(compose("config", overrides=["model=m4", "hardware=cpu"]), [])
+        kernel = to_run_config(compose("config", overrides=["model=m4", "hardware=cpu", "reward=kernel"]), [])
+    assert reward_weights(m4) == {"energy_weight": 1.0, "sla_weight": 1.0}
+    with pytest.raises(SystemExit, match="both 0 in reward=kernel"):
+        reward_weights(kernel)

@@ -14,12 +14,13 @@ After the last step the server drains the requests already arrived (no new arriv
 setting), so every request of the episode has a TTFT and an E2E and the energy per request counts
 all the work.
 
-Reward of a step: -(energy - completed * e_ref) / (expected requests * e_ref)
-- sla_penalty * late requests / expected requests, where e_ref is the modelled energy of one
-typical request at the default setting (a scale, not a result) and a request is late if its TTFT or
-E2E exceeds the `sla` limit, counted in the step where that becomes certain (its age passes a
-limit while it waits or runs, or it finishes late). The completion credit stops a policy from
-saving energy by leaving work undone.
+Reward of a step: -energy_weight * (energy - completed * e_ref) / (expected requests * e_ref)
+- sla_weight * sla_penalty * late requests / expected requests (the weights are the run's
+`reward.beta_energy` and `reward.gamma_sla`: 1 and 1 in M4's `reward=hrl`), where e_ref is the
+modelled energy of one typical request at the default setting (a scale, not a result) and a
+request is late if its TTFT or E2E exceeds the `sla` limit, counted in the step where that
+becomes certain (its age passes a limit while it waits or runs, or it finishes late). The
+completion credit stops a policy from saving energy by leaving work undone.
 
 Non-goals: no preemption, no KV-cache capacity limit, no chunked prefill, no multi-GPU.
 """
@@ -117,6 +118,8 @@ class ServingEnv(gym.Env):
         hardware: HardwareConfig,
         calibration: Calibration,
         kernel_scale: PhaseScale | None = None,
+        energy_weight: float = 1.0,
+        sla_weight: float = 1.0,
     ):
         max_calibrated = max(p.batch for p in calibration.decode)
         if max(runtime.concurrency_choices) > max_calibrated:
@@ -125,6 +128,7 @@ class ServingEnv(gym.Env):
                 f"calibrated decode batch ({max_calibrated}) of {calibration.path}"
             )
         self.runtime, self.sla, self.hardware = runtime, sla, hardware
+        self.energy_weight, self.sla_weight = energy_weight, sla_weight
         self.cost = CostModel(
             fit_costs(calibration.prefill, calibration.decode, calibration.idle_power_w),
             runtime.sm_clock_max_mhz,
@@ -197,8 +201,8 @@ class ServingEnv(gym.Env):
         self.p95 = self._recent_p95()
         late = self._newly_late()
         scale = max(self.expected_requests, 1.0)
-        reward = -(self.window["energy_j"] - len(finished) * self.e_ref_j) / (scale * self.e_ref_j)
-        reward -= self.runtime.sla_penalty * late / scale
+        energy = (self.window["energy_j"] - len(finished) * self.e_ref_j) / (scale * self.e_ref_j)
+        reward = -self.energy_weight * energy - self.sla_weight * self.runtime.sla_penalty * late / scale
         return self._observation(), float(reward), False, truncated, self._info(finished, late)
 
     # --- the server --------------------------------------------------------------------------

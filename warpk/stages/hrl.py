@@ -43,7 +43,7 @@ from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibra
 from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
 from warpk.runtime.evaluation import METRICS, caption, evaluate, mean_ci95, summarize
 from warpk.runtime.ppo import PPO_KWARGS, PPOPolicy
-from warpk.stages.runtime import EVAL_SEED_BASE, calibration_path
+from warpk.stages.runtime import EVAL_SEED_BASE, calibration_path, reward_weights
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
 NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
@@ -145,7 +145,8 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     shares = hrl.phase_shares(rt, gpu)
     from_file, notes = file_records(config)
     sources: dict[str, list[EvalRecord]] = {"records file": from_file} if from_file else {}
-    m4_env, m5_env = ServingEnv(rt, sla, gpu, cal), ServingEnv(rt, sla, gpu, cal)
+    weights = reward_weights(config)
+    m4_env, m5_env = ServingEnv(rt, sla, gpu, cal, **weights), ServingEnv(rt, sla, gpu, cal, **weights)
     m4_model, m5_model = new_ppo(m4_env, config.seed), new_ppo(m5_env, config.seed)
     policy_ok = 0
     scale = PhaseScale()

@@ -75,6 +75,17 @@ def _actuator(config: RunConfig):
     return NvmlActuator(opt_in=config.runtime.nvml_opt_in)
 
 
+def reward_weights(config: RunConfig) -> dict:
+    """The serving env's reward weights from the run's `reward` group: energy = beta_energy,
+    SLA = gamma_sla (x runtime.sla_penalty). A reward that weighs neither is refused: PPO would
+    be rewarded for finished requests only."""
+    r = config.reward
+    if r.beta_energy == 0 and r.gamma_sla == 0:
+        sys.exit(f"warpk: stage={config.stage} trains the controller on reward.beta_energy (energy) and "
+                 f"reward.gamma_sla (SLA), both 0 in reward={r.name}; use model=m4 (reward=hrl) or set them")
+    return {"energy_weight": r.beta_energy, "sla_weight": r.gamma_sla}
+
+
 def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Train, evaluate, write runtime_results.{jsonl,md}; returns the summary metrics."""
     rt, sla = config.runtime, config.sla
@@ -85,8 +96,9 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     except CalibrationError as err:
         sys.exit(f"warpk: {err}")
     gpu = load_gpu_profile(rt.gpu)
-    env = ServingEnv(rt, sla, gpu, cal)
-    train_env = ServingEnv(rt, sla, gpu, cal)
+    weights = reward_weights(config)
+    env = ServingEnv(rt, sla, gpu, cal, **weights)
+    train_env = ServingEnv(rt, sla, gpu, cal, **weights)
     eval_seeds = [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(rt.eval_seeds)]
     tuning_seeds = [TUNING_SEED_BASE + 1000 * config.seed + i for i in range(rt.tuning_seeds)]
     console.print(
