@@ -1,0 +1,25 @@
+#!/bin/bash
+# The GPU acceptance runs of the evaluator issues, on one GPU, with .carry/ from make_carry.sh:
+#   bash scripts/device_acceptance.sh tests|refcheck|bench [LIMIT_S]
+# tests     pytest -m gpu, verbose, one summary line per test and a junit file under $OUT
+# refcheck  upstream L1-L3 references as candidates (records under $OUT/rc)
+# bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
+# Each part stops itself before LIMIT_S (default 570) so its output comes back.
+set -o pipefail
+export PATH=$PWD/.carry/bin:$PATH PYTHONPATH=$PWD/.carry/py:$PWD NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+LIMIT=${2:-570}
+nvidia-smi --query-gpu=name,driver_version,power.limit,temperature.gpu --format=csv > "$OUT/gpu.txt"
+case "$1" in
+  tests)
+    timeout "$LIMIT" python -m pytest -m gpu -v -rA -p no:cacheprovider --timeout 200 \
+        --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed" ;;
+  refcheck)
+    timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
+        --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
+        | grep -v ": ok speedup" ;;
+  bench)
+    timeout "$LIMIT" python benchmarks/bench_evaluator.py --hardware h200 --out "$OUT/bench" 2>&1 \
+        | tee "$OUT/bench.log" | tail -30 ;;
+  *) echo "usage: $0 tests|refcheck|bench [LIMIT_S]"; exit 2 ;;
+esac
