@@ -320,6 +320,10 @@ class TrainConfig(_Checked):
     gradient_accumulation_steps: int = number(1, 1, 1024)
     num_generations: int = number(8, 2, 1024)  # GRPO group size: completions per prompt
     beta: float = number(0.0, 0.0, 10.0)  # GRPO KL weight; > 0 keeps a reference model
+    # GRPO advantages: group = (r - group mean) / group std (trl's default), batch = / batch std,
+    # none = r - group mean (Dr. GRPO): a group whose rewards differ only by timing noise then
+    # keeps noise-sized advantages instead of unit-variance ones
+    scale_rewards: str = one_of("group", "group", "batch", "none")
     # False: a completion cut at policy.max_new_tokens has no closing fence, scores the no-code
     # tier and that penalty is trained on (it is how the policy learns to finish in budget);
     # True drops such completions from the loss (DAPO's choice for long reasoning traces).

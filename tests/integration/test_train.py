@@ -314,3 +314,8 @@ def test_vllm_generation_asks_trl_for_colocated_vllm_and_hf_for_nothing():
     assert args["use_vllm"] and args["vllm_mode"] == "colocate"
     assert args["vllm_max_model_length"] == 4096 + 64  # max_prompt_length + tiny's max_new_tokens
     assert grpo.vllm_args(config("model=m1")) == {}
+
+
+def test_the_advantage_scaling_reaches_trl(tmp_path):
+    assert grpo.grpo_args(config("model=m1", "train.scale_rewards=none"), tmp_path).scale_rewards == "none"
+    assert grpo.grpo_args(config("model=m1"), tmp_path).scale_rewards == "group"  # trl's default

@@ -54,6 +54,7 @@ def grpo_args(config: RunConfig, run_dir: Path):
         max_completion_length=config.policy.max_new_tokens,
         temperature=config.policy.temperature,
         beta=config.train.beta,
+        scale_rewards=config.train.scale_rewards,
         mask_truncated_completions=config.train.mask_truncated_completions,
         log_completions=False,
         **vllm_args(config),
