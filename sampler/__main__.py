@@ -11,11 +11,11 @@ Non-goals: no daemonizing, pid files or log files (run it under your process man
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 import sys
 import threading
 
+from sampler.addr import is_loopback
 from sampler.backends import BackendError, NvmlBackend, ReplayBackend
 from sampler.trace import record
 
@@ -25,17 +25,6 @@ def _gpus(text: str) -> list[int]:
         return [int(g) for g in text.split(",") if g.strip()]
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"--gpus takes indices like 0,1 (got {text!r})") from e
-
-
-def is_loopback(addr: str) -> bool:
-    """True when host:port names a loopback host (127.0.0.0/8, ::1, localhost)."""
-    host = addr.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -289,18 +289,10 @@ class EvaluateConfig(_Checked):
 
 def _loopback_port(addr: str) -> bool:
     """host:port with a loopback host (127.0.0.0/8, ::1, localhost) and a port number."""
-    import ipaddress
+    from sampler.addr import is_loopback
 
-    host, _, port = addr.rpartition(":")
-    host = host.strip("[]")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    port = addr.rpartition(":")[2]
+    return port.isdigit() and 0 < int(port) < 65536 and is_loopback(addr)
 
 
 @dataclass
