@@ -157,7 +157,16 @@ while [ $# -gt 0 ]; do
   esac
 done
 echo 'JobID|State|NodeList'
-[ ${#ids[@]} -gt 0 ] && squeue -h -t all -j "$(IFS=,; echo "${ids[*]}")" -o '%i|%T|%N' 2>/dev/null
+[ ${#ids[@]} -gt 0 ] || exit 0
+read_states() { squeue -h -t all -j "$(IFS=,; echo "${ids[*]}")" -o '%i|%T|%N' 2>/dev/null; }
+out=$(read_states)
+# submitit takes a failed state as final and stops asking. Real sacct says REQUEUED for the old
+# attempt of a requeued job; squeue may show a failed state on the way to PENDING, so a failed
+# state is only reported when a second read 2 s later still says so.
+if [ -n "$out" ] && grep -qvE '\|(PENDING|CONFIGURING|RUNNING|COMPLETING|COMPLETED|SUSPENDED|REQUEUED)\|' <<<"$out"; then
+  sleep 2; out=$(read_states)
+fi
+[ -z "$out" ] || echo "$out"
 exit 0
 SHIMEOF
   chmod 0755 "$SHIM.new"; mv "$SHIM.new" "$SHIM"

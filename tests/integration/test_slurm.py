@@ -15,6 +15,7 @@ from tests.conftest import REPO, run_warpk
 from warpk.tracking import read_offline_run
 
 pytestmark = pytest.mark.slurm
+FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
 
 SWEEP = (
     "-m",
@@ -109,15 +110,27 @@ def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
 
     def state() -> str:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
         return out.stdout.strip()
 
-    _wait_for(lambda: state() == "PENDING", 30, "the job requeued (PENDING)", proc)
+    seen: list[str] = []  # the job's states as polled, for the failure message
+
+    def state_is(*wanted: str) -> bool:
+        now = state()
+        if not seen or seen[-1] != now:
+            seen.append(now)
+        return now in wanted
+
+    _wait_for(lambda: state_is("PENDING"), 30, "the job requeued (PENDING)", proc)
     # a requeued job waits ~2 min (BeginTime) before it may start again; skip the wait
     subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True, timeout=30)
+    deadline = time.monotonic() + 90  # the job's own end, whatever the launcher concluded meanwhile
+    while not state_is(*FINAL_STATES) and time.monotonic() < deadline:
+        time.sleep(0.2)
     out, err = proc.communicate(timeout=90)
-    assert proc.returncode == 0, err[-3000:]
-    log = next((tmp_path / ".submitit" / job_id).glob("*_log.out")).read_text()
+    job_dir = tmp_path / ".submitit" / job_id
+    log = "".join(p.read_text() for p in sorted(job_dir.glob("*_log.*")))
+    assert proc.returncode == 0, f"job states {seen}\n--- job log\n{log[-3000:]}\n--- launcher\n{err[-3000:]}"
     assert "Requeued job" in log
     assert "resumed after requeue:" in log
     kept = int(log.split("resumed after requeue: ", 1)[1].split(" ", 1)[0])
