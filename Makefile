@@ -86,7 +86,6 @@ reproduce: $(STAMP)
 			echo "reproduce: FAILED $$name (stage=$$stage): its reason is above"; failed="$$failed $$name"; \
 		fi; \
 	done; \
-	OMP_NUM_THREADS=1 $(PY) -m warpk stage=report results=$(REPRO) hydra.run.dir=$(REPRO_REPORT) \
-		'report.arm_keys=[stage,model.name]' || exit 1; \
+	OMP_NUM_THREADS=1 $(PY) -m warpk stage=report results=$(REPRO) hydra.run.dir=$(REPRO_REPORT) || exit 1; \
 	echo "reproduce: report in $(REPRO_REPORT)/REPORT.md"; \
 	if [ -n "$$failed" ]; then echo "reproduce: arms that failed:$$failed"; exit 1; fi

@@ -320,6 +320,10 @@ class TrainConfig(_Checked):
     # tier and that penalty is trained on (it is how the policy learns to finish in budget);
     # True drops such completions from the loss (DAPO's choice for long reasoning traces).
     mask_truncated_completions: bool = False
+    # How trl sums the per-token GRPO loss. dapo (trl's default): over every token of the batch, so
+    # a long failed completion weighs more than a short correct one; grpo: a mean per completion
+    # first, so every completion of a group weighs the same (docs/training.md, "Does it learn?").
+    loss_type: str = one_of("dapo", "dapo", "grpo", "dr_grpo", "bnpo")
     max_prompt_length: int = number(4096, 16, 1_000_000)  # tokens; longer task prompts are left out
     max_length: int = number(2048, 16, 1_000_000)  # SFT: prompt + solution tokens, truncated beyond
     save_steps: int = number(50, 1)  # checkpoint every N steps (and always at the last step)
@@ -406,8 +410,11 @@ class ReportConfig(_Checked):
     """stage=report: statistics, figures and tables from run dirs (issue #8)."""
 
     KEY: ClassVar[str] = "report"
-    arm_keys: list[str] = field(default_factory=lambda: ["model.name"])  # config keys naming an arm
-    baseline_arm: str | None = None  # the arm others are tested against; None = first in sort order
+    # An arm is what ran (warpk.report.runs.what_ran: train/m1, evaluate/reference, ...) followed by
+    # the values of these config keys, e.g. [reward.ipw_blend] -> train/m3/0.25
+    arm_keys: list[str] = field(default_factory=list)
+    # the arm others are tested against; None = evaluate/reference when it ran, else the first in sort order
+    baseline_arm: str | None = None
     confidence: float = number(0.95, 0.5, 0.999)  # of every interval
     alpha: float = number(0.05, 0.0001, 0.5)  # Holm-adjusted p below this counts as significant
     bootstrap_samples: int = number(10000, 100, 1000000)  # resamples of tasks
@@ -415,10 +422,6 @@ class ReportConfig(_Checked):
     matched_runtime_tolerance: float = number(0.03, 0.0, 0.5)  # |runtime diff| / baseline runtime
     allow_modelled_energy_compare: bool = False  # compare measured with modelled energy (labelled)
     figures: bool = True  # write PNG figures (matplotlib, Agg)
-
-    def check(self) -> None:
-        if not self.arm_keys:
-            raise ConfigError("report.arm_keys must name at least one config key, e.g. [model.name]")
 
 
 @dataclass

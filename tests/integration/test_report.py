@@ -1,9 +1,10 @@
 """stage=report on run dirs made by real tiny runs in this module: tables, manifest, figures, rules.
 
-Two arms, two seeds each, on four bundled tasks (CPU, modelled energy):
-  m0: `stage=evaluate` of the bundled torch solutions;
-  m2: `stage=evaluate` of a candidates dir holding the same solutions plus the suite's own wrong
-      candidates (kernelbench/negatives), so the failure taxonomy has real failures.
+Two arms, two seeds each, on four bundled tasks (CPU, modelled energy). Their jobs say model=m0
+and model=m2, which names no arm of an evaluation: the arms are what ran.
+  evaluate/reference: `stage=evaluate` of the bundled torch solutions (the baseline);
+  evaluate/candidates: `stage=evaluate` of a candidates dir holding the same solutions plus the
+      suite's own wrong candidates (kernelbench/negatives), so the failure taxonomy has real failures.
 Every number the report shows comes from those runs' records; the tests trace table cells back
 to record lines and recompute them.
 """
@@ -25,6 +26,7 @@ from warpk.records import EvalRecord
 pytestmark = pytest.mark.slow  # the module's runs take about 30 s on 2 cores
 
 TASKS = ["01_softmax", "02_layer_norm", "04_rms_norm", "06_residual_add_layer_norm"]
+REFERENCE, CANDIDATES = "evaluate/reference", "evaluate/candidates"
 LABEL_COLUMNS = {"arm", "task", "run", "metric", "status", "category", "example error", "paired by"}
 
 
@@ -165,24 +167,24 @@ def test_a_cell_recomputed_from_its_records_equals_the_table(report):
         assert len(per_run) == 2  # two seeds
         assert format(np.mean(per_run), ".3f") == cell["text"]
     wrong = [c for c in cells if c["text"] != "1.000"]
-    assert wrong, "the m2 arm holds wrong candidates: some correct rate must be below 1"
+    assert wrong, "the candidates arm holds wrong candidates: some correct rate must be below 1"
 
 
 def test_paired_test_is_scipys_wilcoxon_on_the_per_task_values(report):
     rows = [json.loads(line) for line in (report / "per_task.jsonl").read_text().splitlines()]
     mean = {}
-    for arm in ("m0", "m2"):
+    for arm in (REFERENCE, CANDIDATES):
         for task in sorted({r["task_id"] for r in rows}):
             mean[arm, task] = np.mean(
                 [r["correct_rate"] for r in rows if r["arm"] == arm and r["task_id"] == task]
             )
     tasks = sorted({r["task_id"] for r in rows})
-    expected = sps.wilcoxon([mean["m2", t] for t in tasks], [mean["m0", t] for t in tasks])
+    expected = sps.wilcoxon([mean[CANDIDATES, t] for t in tasks], [mean[REFERENCE, t] for t in tasks])
     header, *table = _tables(report / "tables" / "comparisons.md")
     row = dict(zip(header, next(r for r in table if r[1] == "correct rate"), strict=True))
-    assert row["arm"] == "m2" and row["pairs"] == "4"
+    assert row["arm"] == CANDIDATES and row["pairs"] == "4"  # tested against the reference
     assert row["p"] == format(expected.pvalue, ".3g")
-    assert float(row["rank-biserial r"]) < 0  # m2 is less often correct than m0
+    assert float(row["rank-biserial r"]) < 0  # the candidates are less often correct
     # 4 tasks: no p below 2 / 2^4 = 0.125, so the table says its design cannot reach significance
     assert float(row["min p"]) >= 0.125
     assert "This design cannot reach significance" in (report / "tables" / "comparisons.md").read_text()
@@ -197,7 +199,7 @@ def test_failure_taxonomy_counts_the_failed_records(runs, report):
     failed = [r for r in failed if r.status != "ok"]
     header, *rows = _tables(report / "tables" / "failure_taxonomy.md")
     assert sum(int(dict(zip(header, r, strict=True))["count"]) for r in rows) == len(failed) > 0
-    assert {dict(zip(header, r, strict=True))["arm"] for r in rows} == {"m2"}
+    assert {dict(zip(header, r, strict=True))["arm"] for r in rows} == {CANDIDATES}
 
 
 def test_figures_are_drawn_or_their_absence_explained(report):
@@ -240,9 +242,12 @@ def test_measured_and_modelled_energy_are_not_compared_unless_asked(runs, tmp_pa
     "override, message",
     [
         ("results=/no/such/dir", "results=/no/such/dir matches no directory"),
-        ("report.baseline_arm=m9", "report.baseline_arm='m9' is not an arm of these runs; allowed: m0, m2"),
+        (
+            "report.baseline_arm=m9",
+            "report.baseline_arm='m9' is not an arm of these runs; "
+            "allowed: evaluate/candidates, evaluate/reference",
+        ),
         ("report.arm_keys=[model.nope]", "has no key 'model.nope'"),
-        ("report.arm_keys=[stage]", "arm 'evaluate' mixes runs that differ in"),
     ],
 )
 def test_bad_input_fails_with_one_line(runs, tmp_path, override, message):
@@ -251,6 +256,24 @@ def test_bad_input_fails_with_one_line(runs, tmp_path, override, message):
     assert result.returncode != 0
     assert message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_an_arm_never_pools_runs_that_differ_in_more_than_their_seed(runs, tmp_path):
+    source = runs / "sweep" / "m0" / "0"
+    twice = tmp_path / "twice"  # the same run twice: one seed counted as two
+    shutil.copytree(source, twice / "a")
+    shutil.copytree(source, twice / "b")
+    report = ("stage=report", f"results={twice}", "logger=disabled")
+    result = run_warpk(*report, f"hydra.run.dir={tmp_path / 'r1'}")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"arm '{REFERENCE}' has two runs of seed 11" in result.stderr
+    # another seed, and another timing budget: not the same experiment
+    config = twice / "b" / "resolved_config.yaml"
+    text = config.read_text().replace("seed: 11", "seed: 99")
+    config.write_text(text.replace("timing_batches: 4", "timing_batches: 9"))
+    result = run_warpk(*report, f"hydra.run.dir={tmp_path / 'r2'}")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"arm '{REFERENCE}' mixes runs that differ in evaluate.timing_batches" in result.stderr
 
 
 def test_report_reads_a_train_run_and_agrees_with_its_summary(tmp_path):

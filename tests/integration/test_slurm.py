@@ -110,7 +110,8 @@ def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path
     subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
 
     def state() -> str:
-        out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+        cmd = ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
         return out.stdout.strip()
 
     seen: list[str] = []  # the job's states as polled, for the failure message

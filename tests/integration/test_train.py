@@ -319,3 +319,8 @@ def test_vllm_generation_asks_trl_for_colocated_vllm_and_hf_for_nothing():
 def test_the_advantage_scaling_reaches_trl(tmp_path):
     assert grpo.grpo_args(config("model=m1", "train.scale_rewards=none"), tmp_path).scale_rewards == "none"
     assert grpo.grpo_args(config("model=m1"), tmp_path).scale_rewards == "group"  # trl's default
+
+
+def test_the_loss_aggregation_reaches_trl(tmp_path):
+    assert grpo.grpo_args(config("model=m1", "train.loss_type=grpo"), tmp_path).loss_type == "grpo"
+    assert grpo.grpo_args(config("model=m1"), tmp_path).loss_type == "dapo"  # trl's default

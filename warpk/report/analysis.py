@@ -26,7 +26,7 @@ from warpk.report import runtime, stats
 from warpk.report.energy import EnergyPolicy, MatchedPair, matched_pairs
 from warpk.report.failures import FailureRow, taxonomy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means, run_metrics, task_metrics
-from warpk.report.runs import ReportError, Run
+from warpk.report.runs import REFERENCE_ARM, ReportError, Run
 from warpk.report.tables import Cell, Table, num, text
 
 LOG_SCALE = ("speedup", "geomean_speedup", "energy_ratio")
@@ -91,7 +91,7 @@ def analyse(runs: list[Run], policy: EnergyPolicy, cfg: ReportConfig, seed: int)
     arms = sorted({run.arm for run in runs})
     if not runs:
         return Analysis([], "", [], [], [], [], runtime_tables, 0, 0)
-    baseline = cfg.baseline_arm or arms[0]
+    baseline = cfg.baseline_arm or (REFERENCE_ARM if REFERENCE_ARM in arms else arms[0])
     if baseline not in arms:
         raise ReportError(
             f"report.baseline_arm={baseline!r} is not an arm of these runs; allowed: {', '.join(arms)}"

@@ -42,7 +42,7 @@ class Run:
     """One finished run dir, loaded."""
 
     path: Path
-    arm: str  # label built from report.arm_keys, e.g. "m1" or "m3/0.25" (values joined by /)
+    arm: str  # what ran, then the report.arm_keys values: "train/m1", "train/m3/0.25" (joined by /)
     seed: int
     stage: str
     config: dict  # resolved_config.yaml as plain data
@@ -65,6 +65,26 @@ def config_value(config: dict, dotted: str, where: Path) -> object:
             raise ReportError(f"report.arm_keys: {where / CONFIG_FILE} has no key {dotted!r}")
         node = node[part]
     return node
+
+
+REFERENCE_ARM = "evaluate/reference"  # the bundled solutions: the default baseline when present
+
+
+def what_ran(config: dict) -> str:
+    """The start of every arm label, read from the run's own config, never from a default key:
+    `train/m1`, `runtime/m4`, `hrl/m5`; for stage=evaluate `evaluate/reference` (the bundled
+    solutions), `evaluate/candidates` (a candidates dir) or `evaluate/<policy>` (a trained policy
+    sampled from its checkpoint)."""
+    stage = str(config.get("stage", ""))
+    if stage == "evaluate":
+        if (config.get("policy") or {}).get("checkpoint"):
+            return f"evaluate/{config['policy'].get('name')}"
+        if (config.get("evaluate") or {}).get("candidates_dir"):
+            return "evaluate/candidates"
+        return REFERENCE_ARM
+    if stage in ("train", "runtime", "hrl"):
+        return f"{stage}/{(config.get('model') or {}).get('name')}"
+    return stage
 
 
 def find_run_dirs(results: str) -> list[Path]:
@@ -107,7 +127,7 @@ def load_run(path: Path, arm_keys: list[str], head: str | None) -> Run:
     summary = json.loads((path / "summary.json").read_text())
     records = tuple(EvalRecord(**row) for row in _read_jsonl(path / "records.jsonl"))
     recorded = summary.get("git_commit") or config.get("git_commit")
-    arm = "/".join(str(config_value(config, key, path)) for key in arm_keys)
+    arm = "/".join([what_ran(config)] + [str(config_value(config, key, path)) for key in arm_keys])
     return Run(
         path=path,
         arm=arm,
@@ -152,6 +172,16 @@ def check_arms(runs: list[Run]) -> None:
     for run in runs:
         by_arm.setdefault(run.arm, []).append(run)
     for arm, group in sorted(by_arm.items()):
+        seeds: dict[int, Path] = {}
+        for run in group:  # a second run of one seed would count as one more seed
+            if run.seed in seeds:
+                raise ReportError(
+                    f"arm {arm!r} has two runs of seed {run.seed} ({seeds[run.seed]} and {run.path}): "
+                    "they differ in what they evaluated (e.g. policy.checkpoint) or repeat one run; name "
+                    "the difference in report.arm_keys, e.g. 'report.arm_keys=[policy.checkpoint]', "
+                    "or narrow results="
+                )
+            seeds[run.seed] = run.path
         first = _flat(group[0].config)
         for other in group[1:]:
             flat = _flat(other.config)
@@ -163,8 +193,8 @@ def check_arms(runs: list[Run]) -> None:
             if differ:
                 raise ReportError(
                     f"arm {arm!r} mixes runs that differ in {', '.join(differ[:4])} ({group[0].path} vs "
-                    f"{other.path}): add the key to report.arm_keys, e.g. 'report.arm_keys=[model.name,"
-                    f"{differ[0]}]', or narrow results="
+                    f"{other.path}): add the key to report.arm_keys, e.g. 'report.arm_keys=[{differ[0]}]', "
+                    "or narrow results="
                 )
 
 

@@ -56,6 +56,7 @@ def grpo_args(config: RunConfig, run_dir: Path):
         beta=config.train.beta,
         scale_rewards=config.train.scale_rewards,
         mask_truncated_completions=config.train.mask_truncated_completions,
+        loss_type=config.train.loss_type,
         log_completions=False,
         **vllm_args(config),
     )
