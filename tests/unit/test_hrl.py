@@ -1,6 +1,7 @@
 """M5 (stage=hrl): op classes, Amdahl scaling of the cost model, kernel deployment, the stage."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,7 @@ def test_measured_energy_ratio_scales_energy_by_amdahl():
     shares = {
         p: {"matmul": 0.0, "attention": 0.5, "norm": 0.0, "activation": 0.0} for p in ("prefill", "decode")
     }
-    kernels = hrl.choose_kernels({"test": [record("17_causal_attention", energy_j=1.0, ref_energy_j=4.0)]})
+    kernels = hrl.choose_kernels({"test": [record("18_rope_qk", energy_j=1.0, ref_energy_j=4.0)]})
     assert kernels["attention"].energy_note == "measured (nvml)"
     scale = hrl.kernel_scale(kernels, shares)
     assert scale.decode_energy == pytest.approx(0.5 + 0.5 * 0.25)
@@ -121,7 +122,7 @@ def test_with_no_correct_kernel_the_m5_env_equals_the_m4_env():
 def test_measured_records_on_the_served_gpu_make_the_env_faster(tmp_path):
     path = tmp_path / "records.jsonl"
     rows = [
-        record("17_causal_attention"),
+        record("18_rope_qk"),
         record("09_matmul", speedup=1.5),
         record("04_rms_norm", hardware="cpu"),
     ]
@@ -180,7 +181,7 @@ def test_stage_hrl_with_the_tiny_policy_reports_no_gain(tmp_path):
 @pytest.mark.slow
 def test_stage_hrl_with_measured_records_changes_the_env_and_refuses_cpu_records(tmp_path):
     good = tmp_path / "h200.jsonl"
-    good.write_text(record("17_causal_attention", source="model").to_json() + "\n")
+    good.write_text(record("09_matmul", source="model").to_json() + "\n")
     result = run_warpk(
         *SMALL, "runtime.hrl_grpo=false", f"runtime.kernel_records={good}", f"hydra.run.dir={tmp_path / 'a'}"
     )
@@ -196,3 +197,20 @@ def test_stage_hrl_with_measured_records_changes_the_env_and_refuses_cpu_records
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines()[-1].startswith("warpk: runtime.kernel_records=")
     assert "none measured on the served GPU" in refused.stderr
+
+
+def test_a_kernel_is_deployed_only_beyond_noise_and_never_over_a_served_fused_op():
+    def deployed(*records, margin=0.03):
+        return {k.op_class for k in hrl.choose_kernels({"t": list(records)}, margin).values() if k.deployed}
+
+    assert deployed(record("09_matmul", speedup=1.02)) == set()  # no interval: inside the 3% margin
+    assert deployed(record("09_matmul", speedup=1.02), margin=0.01) == {"matmul"}
+    # with an interval, it decides, not the point estimate or the margin
+    assert deployed(replace(record("09_matmul", speedup=1.5), speedup_low=0.98, speedup_high=2.0)) == set()
+    narrow = replace(record("09_matmul", speedup=1.02), speedup_low=1.01, speedup_high=1.03)
+    assert deployed(narrow) == {"matmul"}
+    for fused in hrl.SERVED_FUSED:  # the served model runs these through SDPA already
+        kernels = hrl.choose_kernels({"t": [record(fused, speedup=4.0)]})
+        assert kernels["attention"].speedup == 1.0 and not kernels["attention"].deployed
+        assert kernels["attention"].energy_note == "reference kept"
+    assert deployed(record("18_rope_qk", speedup=4.0)) == {"attention"}  # RoPE is not inside SDPA

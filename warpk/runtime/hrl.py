@@ -9,9 +9,13 @@
    representative point per phase (a prefill of the mean prompt; a decode step at the median
    concurrency with mean context). Energy shares are taken equal to time shares (MODELLED: equal
    power across op classes).
-3. Deployment (the high-level choice): per task, the fastest CORRECT (status ok) candidate on the
-   served GPU is deployed if it beats the reference (speedup > 1), else the reference stays. A
-   class's speedup is the geometric mean over its tasks present in the records (reference = 1).
+3. Deployment (the high-level choice, a fixed rule: nothing here learns): per task, the fastest
+   CORRECT (status ok) candidate on the served GPU is deployed if it beats the reference beyond
+   noise (`beats_reference`: its speedup interval above 1, or without an interval a speedup above
+   1 + runtime.deploy_margin), else the reference stays. Tasks whose op the served model already
+   runs as a fused library kernel (`SERVED_FUSED`: attention through SDPA) are never deployed: their
+   reference is naive PyTorch, so beating it says nothing about beating what is served. A class's
+   speedup is the geometric mean over its tasks present in the records (reference = 1).
    Its energy ratio (candidate / reference energy per call) is used only when every deployed
    candidate's energy was MEASURED (nvml or sampler); a modelled energy leaves the class's energy
    unchanged (speedup only, said in the output).
@@ -53,6 +57,25 @@ TASK_CLASS: dict[str, str | None] = {
     "23_geglu": "activation",  # gated activation of the MLP halves (Qwen gates with SiLU)
     "03_gelu_tanh": "activation",
 }
+
+
+# Bundled tasks whose op the served model runs as a fused library kernel, and that kernel. Their
+# references are plain PyTorch (naive attention), so a speedup over them earns no credit.
+SERVED_FUSED = {
+    "07_attention": "SDPA",
+    "17_causal_attention": "SDPA",
+    "21_scale_mask_softmax": "SDPA",  # inside SDPA in the served model
+}
+
+
+def beats_reference(record: EvalRecord, margin: float) -> bool:
+    """A correct record faster than its reference beyond noise: the low end of its speedup interval
+    is above 1; a record without an interval must be faster by more than `margin` (0.03 = 3%)."""
+    if record.status != "ok" or not record.speedup:
+        return False
+    if record.speedup_low is not None:
+        return record.speedup_low > 1.0
+    return record.speedup > 1.0 + margin
 
 
 def op_class(task_id: str) -> str | None:
@@ -157,8 +180,9 @@ def usable(records: list[EvalRecord], gpu: str) -> tuple[list[EvalRecord], list[
     return keep, notes
 
 
-def choose_kernels(sources: dict[str, list[EvalRecord]]) -> dict[str, ClassKernel]:
-    """Per op class: deploy, per task, the fastest correct candidate beating the reference.
+def choose_kernels(sources: dict[str, list[EvalRecord]], margin: float = 0.03) -> dict[str, ClassKernel]:
+    """Per op class: deploy, per task, the fastest correct candidate beating the reference beyond
+    noise (`beats_reference` with `margin`); SERVED_FUSED tasks keep the served kernel.
 
     `sources` maps a label ("policy round 1", "records file") to records already on the served GPU.
     """
@@ -170,7 +194,7 @@ def choose_kernels(sources: dict[str, list[EvalRecord]]) -> dict[str, ClassKerne
             if c is None:
                 continue
             seen[c].add(r.task_id)
-            if r.status != "ok" or not r.speedup or r.speedup <= 1.0:
+            if r.task_id.rsplit("/", 1)[-1] in SERVED_FUSED or not beats_reference(r, margin):
                 continue
             if r.task_id not in best or r.speedup > best[r.task_id][0]:
                 best[r.task_id] = (r.speedup, r, label)

@@ -150,7 +150,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     m4_model, m5_model = new_ppo(m4_env, config.seed), new_ppo(m5_env, config.seed)
     policy_ok = 0
     scale = PhaseScale()
-    kernels = hrl.choose_kernels(sources)
+    kernels = hrl.choose_kernels(sources, rt.deploy_margin)
     for r in range(1, rt.hrl_rounds + 1):
         if rt.hrl_grpo:
             with console.status(f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling"):
@@ -163,7 +163,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
                 f"round {r}: GRPO policy wrote {len(records)} candidates for {len(served_tasks(config))} "
                 f"served-op tasks, {sum(x.status == 'ok' for x in records)} correct"
             )
-        kernels = hrl.choose_kernels(sources)
+        kernels = hrl.choose_kernels(sources, rt.deploy_margin)
         scale = hrl.kernel_scale(kernels, shares)
         m5_env.set_kernel_scale(scale)
         log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
