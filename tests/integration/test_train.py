@@ -201,7 +201,7 @@ def test_resume_continues_from_the_latest_checkpoint_with_its_lora_weights(tmp_p
 
 
 @pytest.mark.slow
-def test_multiturn_total_is_the_discounted_return_of_the_refinement_turns(tmp_path):
+def test_multiturn_training_rewards_the_discounted_return_of_its_turns(tmp_path):
     cfg = config("model=m1", "model.turns=2", "train.max_steps=1", "train.turn_discount=0.5")
     source = _VaryingSource()
     trainer = grpo.build_trainer(cfg, tmp_path, source)
@@ -209,7 +209,7 @@ def test_multiturn_total_is_the_discounted_return_of_the_refinement_turns(tmp_pa
     (row,) = [h for h in trainer.state.log_history if "rewards/total/mean" in h]
     turn0, turn1 = row["turns/turn0/total_mean"], row["turns/turn1/total_mean"]
     assert row["rewards/total/mean"] == pytest.approx(turn0 + 0.5 * turn1, abs=1e-6)
-    assert turn0 >= row["rewards/speedup/mean"] - 1e-6  # turn 0's own terms (total adds the ok floor)
+    assert trainer.rollout_func is not None  # the turns are sampled by warpk's rollout and trained on
 
 
 # --- warm start (policy.checkpoint with stage=train) and full fine-tuning ------------------------

@@ -264,29 +264,54 @@ class _Scripted:
         ]
 
 
-def test_discounted_total_credits_a_fix_made_after_feedback():
-    from warpk.config import RewardConfig
-    from warpk.rewards import total_reward
-    from warpk.trainers.multiturn import DiscountedTotal
+class _FakeTrainer:
+    """What MultiTurnRollout reads of trl's GRPOTrainer, around the tiny policy's tokenizer."""
 
-    cfg = RewardConfig()
-    first, refine = _Scripted(), _Scripted()
-    reward = DiscountedTotal(first, refine, cfg, turns=2, discount=0.5, max_new_tokens=8, temperature=1.0)
-    seen = []
-    reward.trainer = object()  # bound; generation is scripted below
-    reward.generate = lambda conversations: seen.extend(conversations) or ["good", "still bad"]
-    logged = {}
-    prompts = [[{"role": "user", "content": "p"}]] * 2
-    completions = [[{"role": "assistant", "content": "bad"}], [{"role": "assistant", "content": "bad"}]]
-    out = reward(prompts, completions, ["t", "t"], log_metric=logged.__setitem__)
-    ok = total_reward(_record("t", "ok", 0, speedup=2.0), cfg)
-    assert out == pytest.approx(
-        [cfg.reward_no_code + 0.5 * ok, cfg.reward_no_code + 0.5 * cfg.reward_no_code]
-    )
-    assert seen[0][-1]["role"] == "user" and "no ```python block" in seen[0][-1]["content"]
-    assert seen[0][-2] == {"role": "assistant", "content": "bad"}
-    assert logged["turns/turn0/total_mean"] == cfg.reward_no_code
-    assert refine.calls == [["good", "still bad"]]
+    def __init__(self, tokenizer):
+        from collections import defaultdict
+
+        self.processing_class = tokenizer
+        self.eos_token_ids = [tokenizer.eos_token_id]
+        self._metrics = {"train": defaultdict(list)}
+
+
+def test_multiturn_rollout_trains_every_turn_and_masks_the_feedback(tmp_path):
+    from warpk.config import RewardConfig
+    from warpk.policy import load_policy
+    from warpk.rewards import SharedBatch, total_reward
+    from warpk.trainers.multiturn import MultiTurnRollout, feedback, prompt_key
+
+    _, tok = load_policy(PolicyConfig(), tmp_path)
+    trainer = _FakeTrainer(tok)
+    cfg, source = RewardConfig(), _Scripted()
+    shared = SharedBatch(source)
+    prompts = [[{"role": "user", "content": "task A"}], [{"role": "user", "content": "task B"}]]
+    rollout = MultiTurnRollout(shared, cfg, 2, 0.5, {prompt_key(p): t for p, t in zip(prompts, "ab")})
+    eos = tok.eos_token_id
+    scripted = iter([["bad", "bad"], ["good", "still bad"]])  # turn 0, then turn 1, per prompt
+    contexts = []
+
+    def generate(batch):
+        contexts.append(batch)
+        return [tok(text, add_special_tokens=False)["input_ids"] + [eos] for text in next(scripted)]
+
+    rollout.generate = generate
+    out = rollout(prompts, trainer)
+    ok = total_reward(_record("a", "ok", 0, speedup=2.0), cfg)
+    assert out["turn_return"] == pytest.approx([cfg.reward_no_code + 0.5 * ok, 1.5 * cfg.reward_no_code])
+    assert source.calls == [["bad", "bad"], ["good", "still bad"]]  # each turn evaluated on its own
+    for i, (ids, mask) in enumerate(zip(out["completion_ids"], out["env_mask"], strict=True)):
+        assert len(ids) == len(mask)
+        written = tok.decode([t for t, m in zip(ids, mask, strict=True) if m], skip_special_tokens=True)
+        read = tok.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+        assert written == ("badgood" if i == 0 else "badstill bad")  # both turns carry gradient
+        assert feedback(None) in read  # the verdict is read, never trained on
+        assert contexts[1][i] == out["prompt_ids"][i] + ids[: len(contexts[1][i]) - len(out["prompt_ids"][i])]
+    # the reward terms other than total read the last turn's records, without a second evaluation
+    texts = tok.batch_decode(out["completion_ids"], skip_special_tokens=True)
+    assert [r and r.status for r in shared.records_for(texts, ["a", "b"])] == ["ok", None]
+    assert len(source.calls) == 2
+    assert trainer._metrics["train"]["turns/turn1/total_mean"] == [(ok + cfg.reward_no_code) / 2]
 
 
 def test_trl_reports_to_wandb_only_into_an_open_run():

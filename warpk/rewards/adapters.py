@@ -64,6 +64,13 @@ class SharedBatch:
             self._key, self._records = key, records
         return list(self._records)
 
+    def prime(self, texts: Sequence[str], task_ids: Sequence[str], records: Sequence[EvalRecord | None]) -> None:
+        """Memoise records already measured for these completion texts (a multi-turn rollout's
+        last turn), so the reward terms read them instead of evaluating the text again."""
+        if len(records) != len(texts):
+            raise ValueError(f"{len(records)} records for {len(texts)} completions")
+        self._key, self._records = (tuple(texts), tuple(task_ids)), list(records)
+
 
 LANE_MEANS = ("lane_power_mean_w", "lane_power_max_w", "lane_sm_clock_mean_mhz", "lane_temperature_max_c")
 

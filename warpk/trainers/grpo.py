@@ -27,7 +27,7 @@ from warpk.tasks import TaskError
 from warpk.trainers import common, distributed
 from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
-from warpk.trainers.multiturn import DiscountedTotal
+from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, prompt_key
 from warpk.trainers.source import EvaluatorSource
 
 VLLM_GPU_MEMORY_SHARE = 0.3  # of the GPU's memory for vLLM's weights and KV cache
@@ -80,28 +80,29 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
     from trl import GRPOTrainer
 
     check_batch(config)
+    if config.model.turns > 1 and config.policy.generator == "vllm":
+        raise TaskError("model.turns > 1 samples its refinement turns with HF generate: use policy.generator=hf")
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
     funcs, weights = reward_functions(shared, config.reward)
-    if config.model.turns > 1:  # total = discounted return over refinement turns
-        funcs[0] = DiscountedTotal(
-            shared, source, config.reward, config.model.turns, config.train.turn_discount,
-            config.policy.max_new_tokens, config.policy.temperature,
-        )  # fmt: skip
     args = grpo_args(config, run_dir)
     args.reward_weights = weights
-    tasks = train_tasks(config)
+    rows = grpo_rows(config, train_tasks(config), tokenizer)
+    rollout = None
+    if config.model.turns > 1:  # every turn trained; total = the discounted return over turns
+        funcs[0] = DiscountedTotal()
+        task_of = {prompt_key(row["prompt"]): row["task_id"] for row in rows}
+        rollout = MultiTurnRollout(shared, config.reward, config.model.turns, config.train.turn_discount, task_of)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
         args=args,
-        train_dataset=to_dataset(grpo_rows(config, tasks, tokenizer)),
+        train_dataset=to_dataset(rows),
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=[stamp_callback(config.policy, config.model.name)],
+        rollout_func=rollout,
     )
-    if isinstance(funcs[0], DiscountedTotal):
-        funcs[0].bind(trainer)
     return trainer
 
 

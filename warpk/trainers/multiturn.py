@@ -1,18 +1,22 @@
-"""Multi-turn refinement for GRPO (`model.turns=k`): the evaluator's verdict is fed back.
+"""Multi-turn refinement for GRPO (`model.turns=k`): the evaluator's verdict is fed back, and every
+turn the policy writes is trained on.
 
-The completion trl sampled is turn 0, the only one trained. For turns 1..k-1 the conversation
-(prompt, answer, a user message with the evaluator's verdict: status, error text, speedup) is
-continued by the CURRENT policy without gradient, and each new answer is evaluated against the
-same task. The `total` reward of turn 0 is the discounted return
+`MultiTurnRollout` is trl's `rollout_func`. For each prompt it samples turn 0 from the current
+policy, evaluates it, appends a user message with the verdict (status, error text, speedup) and
+samples turn 1 from the whole conversation, and so on for k turns. The trained completion is the
+conversation after the prompt: every token the policy sampled (`env_mask` 1) and, between turns,
+the feedback message and chat-template tokens (`env_mask` 0: trl leaves them out of the loss).
+Its `total` reward is the discounted return
 
     R = sum_{t=0}^{k-1} gamma^t * total_reward(record_t),   gamma = train.turn_discount
 
-so an answer that the policy can fix from feedback earns some credit, always less than being
-right at once (for gamma < 1). The other terms (correctness, speedup, ...) stay those of turn 0.
-Per-turn means go to trl's metrics as `turns/turn<t>/total_mean`.
+so an answer the policy fixes from feedback earns credit, always less than being right at once
+(gamma < 1). trl gives one advantage per completion, so every turn's tokens share R: a turn is
+not credited only with the rewards from itself on. The other terms (correctness, speedup, ...)
+are those of the last turn's answer. Per-turn means go to trl's metrics as
+`turns/turn<t>/total_mean`.
 
-Non-goals: no gradient through refinement turns (they are rollouts of the current policy);
-no tool calls.
+Non-goals: no tool calls; no vLLM generation for the turns (preflight refuses the combination).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from warpk.config import RewardConfig
 from warpk.records import EvalRecord
 from warpk.rewards import total_reward
-from warpk.rewards.adapters import RecordSource, completion_text
+from warpk.rewards.adapters import RecordSource, SharedBatch
 
 
 def feedback(record: EvalRecord | None) -> str:
@@ -50,72 +54,118 @@ def discounted_return(totals: Sequence[Sequence[float]], discount: float) -> lis
     return [sum(discount**t * turn[i] for t, turn in enumerate(totals)) for i in range(len(totals[0]))]
 
 
-class DiscountedTotal:
-    """The `total` reward function of a k-turn GRPO run; `bind(trainer)` before training."""
+def prompt_key(messages: Sequence[dict]) -> str:
+    """What identifies a task's prompt among the dataset's rows: its last message."""
+    return str(messages[-1]["content"])
 
-    __name__ = "total"
+
+class MultiTurnRollout:
+    """trl's rollout_func for `model.turns=k`; `bind(trainer)` before training."""
 
     def __init__(
-        self, first: RecordSource, refine: RecordSource, cfg: RewardConfig, turns: int, discount: float,
-        max_new_tokens: int, temperature: float,
-    ) -> None:  # fmt: skip
-        self.first, self.refine, self.cfg = first, refine, cfg
-        self.turns, self.discount = turns, discount
-        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self, shared: SharedBatch, cfg: RewardConfig, turns: int, discount: float, task_of: dict[str, str]
+    ) -> None:
+        self.shared, self.cfg, self.turns, self.discount = shared, cfg, turns, discount
+        self.task_of = task_of  # prompt_key -> task_id, from the dataset's rows
         self.trainer = None
 
     def bind(self, trainer) -> None:
         self.trainer = trainer
 
-    def generate(self, conversations: list[list[dict]]) -> list[str]:
-        """One continuation per conversation from the current policy (no gradient)."""
+    def generate(self, contexts: list[list[int]]) -> list[list[int]]:
+        """One sampled continuation (token ids, eos included when produced) per context."""
         import torch
 
-        model, tokenizer = self.trainer.model, self.trainer.processing_class
-        texts = [
-            tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
-            for c in conversations
-        ]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
+        model, tok = self.trainer.model, self.trainer.processing_class
+        width = max(len(c) for c in contexts)
+        pad = tok.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=model.device)
+        mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
                 # trl's own sampling settings (temperature, max tokens, pad/eos, no torch.compile)
-                out = model.generate(**enc, generation_config=self.trainer.generation_config)
+                out = model.generate(
+                    input_ids=ids, attention_mask=mask, generation_config=self.trainer.generation_config
+                )
         finally:
             model.train(was_training)
-        width = enc["input_ids"].shape[1]
-        return [tokenizer.decode(row[width:], skip_special_tokens=True) for row in out]
+        stops = set(self.trainer.eos_token_ids) | {pad}
+        turns = []
+        for row in out[:, width:].tolist():
+            cut = next((i + 1 for i, t in enumerate(row) if t in stops), len(row))
+            turns.append(row[:cut])  # up to and including the first eos; no padding
+        return turns
 
-    def __call__(
-        self, prompts: Sequence[Any], completions: Sequence[Any], task_id: Sequence[str], **kwargs: Any
-    ) -> list[float]:
+    def between_turns(self, conversation: list[dict], answer: str, verdict: str, ended: bool) -> list[int]:
+        """The tokens the chat template puts after an answer, the feedback message and the next
+        assistant header: what the policy reads but did not write."""
+        tok = self.trainer.processing_class
+        done = [*conversation, {"role": "assistant", "content": answer}]
+        before = tok.apply_chat_template(done, tokenize=False)
+        after = tok.apply_chat_template(
+            [*done, {"role": "user", "content": verdict}], add_generation_prompt=True, tokenize=False
+        )
+        closing = before[before.rindex(answer) + len(answer) :] if answer else ""
+        eos = tok.decode(self.trainer.eos_token_ids[:1])
+        if ended and closing.startswith(eos):
+            closing = closing[len(eos) :]  # the sampled eos is already in the completion
+        return tok(closing + after[len(before) :], add_special_tokens=False)["input_ids"]
+
+    def __call__(self, prompts: list[list[dict]], trainer) -> dict[str, list]:
         if self.trainer is None:
-            raise RuntimeError("DiscountedTotal.bind(trainer) must be called before training")
-        task_ids = list(task_id)
-        records = self.first.records_for(completions, task_ids)
-        totals = [[total_reward(r, self.cfg) for r in records]]
-        conversations = [
-            [*p, {"role": "assistant", "content": completion_text(c)}]
-            for p, c in zip(prompts, completions, strict=True)
-        ]
-        for _ in range(1, self.turns):
-            conversations = [
-                [*c, {"role": "user", "content": feedback(r)}]
-                for c, r in zip(conversations, records, strict=True)
-            ]
-            answers = self.generate(conversations)
-            records = self.refine.records_for(answers, task_ids)
+            self.bind(trainer)
+        tok = trainer.processing_class
+        task_ids = [self.task_of[prompt_key(p)] for p in prompts]
+        texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+        prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        completion = [[] for _ in prompts]
+        env_mask = [[] for _ in prompts]
+        conversations = [list(p) for p in prompts]
+        totals, records = [], []
+        for t in range(self.turns):
+            sampled = self.generate([p + c for p, c in zip(prompt_ids, completion, strict=True)])
+            answers = [tok.decode(s, skip_special_tokens=True) for s in sampled]
+            records = self.shared.source.records_for(answers, task_ids)
             totals.append([total_reward(r, self.cfg) for r in records])
-            conversations = [
-                [*c, {"role": "assistant", "content": a}] for c, a in zip(conversations, answers, strict=True)
-            ]
-        log_metric = kwargs.get("log_metric")
-        if log_metric is not None:
-            for t, turn in enumerate(totals):
-                log_metric(f"turns/turn{t}/total_mean", sum(turn) / len(turn))
-        return discounted_return(totals, self.discount)
+            for i, s in enumerate(sampled):
+                completion[i] += s
+                env_mask[i] += [1] * len(s)
+            if t == self.turns - 1:
+                break
+            for i, (answer, record) in enumerate(zip(answers, records, strict=True)):
+                ended = bool(sampled[i]) and sampled[i][-1] in trainer.eos_token_ids
+                between = self.between_turns(conversations[i], answer, feedback(record), ended)
+                completion[i] += between
+                env_mask[i] += [0] * len(between)
+                conversations[i] += [
+                    {"role": "assistant", "content": answer},
+                    {"role": "user", "content": feedback(record)},
+                ]
+        # the other reward terms read the last turn's records: the text trl decodes is the key
+        texts = tok.batch_decode(completion, skip_special_tokens=True)
+        self.shared.prime(texts, task_ids, list(records))
+        for t, turn in enumerate(totals):
+            trainer._metrics["train"][f"turns/turn{t}/total_mean"].append(sum(turn) / len(turn))
+        returns = discounted_return(totals, self.discount)
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion,
+            "logprobs": None,  # only read for vLLM's importance-sampling correction
+            "env_mask": env_mask,
+            "turn_return": returns,
+        }
+
+
+class DiscountedTotal:
+    """The `total` reward of a k-turn run: the rollout's discounted return, per completion."""
+
+    __name__ = "total"
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], turn_return: Sequence[float],
+                 **kwargs: Any) -> list[float]:  # fmt: skip
+        return [float(r) for r in turn_return]
 
     def __repr__(self) -> str:
-        return f"DiscountedTotal(turns={self.turns}, discount={self.discount})"
+        return "DiscountedTotal()"
