@@ -286,7 +286,8 @@ def test_multiturn_rollout_trains_every_turn_and_masks_the_feedback(tmp_path):
     cfg, source = RewardConfig(), _Scripted()
     shared = SharedBatch(source)
     prompts = [[{"role": "user", "content": "task A"}], [{"role": "user", "content": "task B"}]]
-    rollout = MultiTurnRollout(shared, cfg, 2, 0.5, {prompt_key(p): t for p, t in zip(prompts, "ab", strict=True)})
+    task_of = {prompt_key(p): t for p, t in zip(prompts, "ab", strict=True)}
+    rollout = MultiTurnRollout(shared, cfg, 2, 0.5, task_of)
     eos = tok.eos_token_id
     scripted = iter([["bad", "bad"], ["good", "still bad"]])  # turn 0, then turn 1, per prompt
     contexts = []
