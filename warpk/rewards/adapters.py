@@ -64,7 +64,9 @@ class SharedBatch:
             self._key, self._records = key, records
         return list(self._records)
 
-    def prime(self, texts: Sequence[str], task_ids: Sequence[str], records: Sequence[EvalRecord | None]) -> None:
+    def prime(
+        self, texts: Sequence[str], task_ids: Sequence[str], records: Sequence[EvalRecord | None]
+    ) -> None:
         """Memoise records already measured for these completion texts (a multi-turn rollout's
         last turn), so the reward terms read them instead of evaluating the text again."""
         if len(records) != len(texts):

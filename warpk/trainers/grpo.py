@@ -81,7 +81,9 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
 
     check_batch(config)
     if config.model.turns > 1 and config.policy.generator == "vllm":
-        raise TaskError("model.turns > 1 samples its refinement turns with HF generate: use policy.generator=hf")
+        raise TaskError(
+            "model.turns > 1 samples its refinement turns with HF generate: use policy.generator=hf"
+        )
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
     funcs, weights = reward_functions(shared, config.reward)
@@ -92,7 +94,8 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
     if config.model.turns > 1:  # every turn trained; total = the discounted return over turns
         funcs[0] = DiscountedTotal()
         task_of = {prompt_key(row["prompt"]): row["task_id"] for row in rows}
-        rollout = MultiTurnRollout(shared, config.reward, config.model.turns, config.train.turn_discount, task_of)
+        turns, discount = config.model.turns, config.train.turn_discount
+        rollout = MultiTurnRollout(shared, config.reward, turns, discount, task_of)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,

@@ -27,7 +27,7 @@ from typing import Any
 from warpk.config import RewardConfig
 from warpk.records import EvalRecord
 from warpk.rewards import total_reward
-from warpk.rewards.adapters import RecordSource, SharedBatch
+from warpk.rewards.adapters import SharedBatch
 
 
 def feedback(record: EvalRecord | None) -> str:
