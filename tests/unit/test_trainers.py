@@ -353,3 +353,40 @@ def test_sft_steps_batch_and_rate_come_from_their_own_keys_where_the_preset_sets
     check_batch(small)  # the GRPO batch holds whole groups
     smoke = common.trainer_args(config(), tmp_path, sft=True)  # unset: the shared keys
     assert (smoke["max_steps"], smoke["per_device_train_batch_size"]) == (2, 8)
+
+
+def test_multiturn_heldout_evaluation_refines_each_sample_from_its_verdict(monkeypatch, tmp_path):
+    from warpk.config import TasksConfig
+    from warpk.tasks import load_suite
+    from warpk.trainers import sample
+
+    tasks = load_suite(TasksConfig(subset=["01_softmax", "03_gelu_tanh"]))
+    code = "```python\nclass ModelNew:\n    pass\n```"
+    seen = []
+
+    def scripted(model, tokenizer, messages, k, max_new_tokens, temperature):
+        seen.append(messages)
+        refining = any(m["role"] == "assistant" for m in messages)
+        return [code] if refining else ["no code here"] * k  # turn 0 fails, turn 1 fixes it
+
+    class Evaluator:
+        def evaluate_many(self, items):
+            return [_record(item.task.task_id, "ok", 0, speedup=1.5) for item in items]
+
+    monkeypatch.setattr(sample, "sample_completions", scripted)
+    class Model:
+        def eval(self):
+            pass
+
+    records, summary = sample.evaluate_policy(
+        Model(), None, tasks, Evaluator(), 2, 8, 1.0, "cpu", 0, tmp_path / "records.jsonl", turns=2
+    )
+    assert [r.status for r in records] == ["ok"] * 4  # the last turn's answers
+    assert [r.sample for r in records] == [0, 1, 0, 1]
+    assert summary["turn0/correct_rate"] == 0.0 and summary["turn1/correct_rate"] == 1.0
+    assert summary["correct_rate"] == 1.0 and summary["pass_at_1"] == 1.0
+    refined = [m for m in seen if any(x["role"] == "assistant" for x in m)]
+    assert len(refined) == 4  # one continuation per sample
+    assert refined[0][-2] == {"role": "assistant", "content": "no code here"}
+    assert refined[0][-1]["role"] == "user" and "static_reject" in refined[0][-1]["content"]
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 4

@@ -176,6 +176,7 @@ def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> d
         config.hardware.name,
         config.seed,
         run_dir / "records.jsonl",
+        turns=config.model.turns,
     )
     console.print(results_table(records, config.hardware.name))
     console.print(summary_table(summary))

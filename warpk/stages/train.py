@@ -65,6 +65,7 @@ def heldout_evaluation(config: RunConfig, model, tokenizer, run_dir: Path, conso
         hardware=config.hardware.name,
         seed=config.seed,
         records_path=run_dir / "records.jsonl",
+        turns=config.model.turns,
     )
     console.print(results_table(records, config.hardware.name))
     console.print(summary_table(summary))

@@ -13,6 +13,12 @@ Metrics (fractions over all k x tasks completions unless said otherwise):
   energy_ratio: geometric mean of ref_energy_j / energy_j over ok records, labelled by
       energy_source ("model" on the CPU: modelled, not measured).
 
+With `turns` > 1 (`model.turns`), each of the k conversations is refined as in training: the
+evaluator's verdict goes back as a user message (`multiturn.feedback`) and the policy answers
+again, `turns` times in all. records.jsonl holds each conversation's LAST answer (what a user gets
+after that many turns); the summary adds `turn<t>/correct_rate` and `turn<t>/pass_at_1` for
+every turn, so single-shot and multi-turn inference are compared on the same samples.
+
 Non-goals: no training; no tables (the stages print them).
 """
 
@@ -128,18 +134,42 @@ def evaluate_policy(
     hardware: str,
     seed: int,
     records_path: Path,
+    turns: int = 1,
 ) -> tuple[list[EvalRecord], dict]:
-    """Sample k completions per task, evaluate, write records.jsonl; returns (records, summary)."""
+    """Sample k completions per task (refined `turns` times), evaluate, write records.jsonl;
+    returns (records, summary)."""
     import torch
+
+    from warpk.trainers.multiturn import feedback
 
     torch.manual_seed(seed)
     model.eval()
+    prompts = {t.task_id: build_prompt(t, hardware) for t in tasks}
     completions = {
-        t.task_id: sample_completions(
-            model, tokenizer, build_prompt(t, hardware), k, max_new_tokens, temperature
-        )
-        for t in tasks
+        task_id: sample_completions(model, tokenizer, messages, k, max_new_tokens, temperature)
+        for task_id, messages in prompts.items()
     }
+    conversations = {task_id: [list(messages) for _ in range(k)] for task_id, messages in prompts.items()}
     records = evaluate_samples(completions, tasks, evaluator, hardware)
+    by_turn = [policy_metrics(records, k)]
+    for _ in range(1, turns):
+        verdicts = iter(records)  # task order, then sample order, as evaluate_samples returns them
+        for task_id, texts in completions.items():
+            for conversation, text in zip(conversations[task_id], texts, strict=True):
+                conversation += [
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": feedback(next(verdicts))},
+                ]
+            completions[task_id] = [
+                sample_completions(model, tokenizer, c, 1, max_new_tokens, temperature)[0]
+                for c in conversations[task_id]
+            ]
+        records = evaluate_samples(completions, tasks, evaluator, hardware)
+        by_turn.append(policy_metrics(records, k))
     Path(records_path).write_text("".join(r.to_json() + "\n" for r in records))
-    return records, policy_metrics(records, k)
+    summary = dict(by_turn[-1])
+    if turns > 1:
+        for t, metrics in enumerate(by_turn):
+            summary[f"turn{t}/correct_rate"] = metrics["correct_rate"]
+            summary[f"turn{t}/pass_at_1"] = metrics["pass_at_1"]
+    return records, summary
