@@ -446,6 +446,13 @@ class RunConfig(_Checked):
     report: ReportConfig = field(default_factory=ReportConfig)
     results: str | None = None  # stage=report: a run dir, a sweep dir or a glob of them
 
+    def check(self) -> None:
+        if self.stage == "train" and self.model.turns > 1 and self.policy.generator == "vllm":
+            raise ConfigError(
+                f"model.turns={self.model.turns} with policy.generator=vllm is not allowed: the "
+                "refinement turns are sampled with HF generate; use policy.generator=hf or model.turns=1"
+            )
+
 
 def field_at(key: str) -> dataclasses.Field | None:
     """The schema field at a dotted key such as 'reward.ipw_blend', or None if there is none."""

@@ -324,3 +324,11 @@ def test_the_advantage_scaling_reaches_trl(tmp_path):
 def test_the_loss_aggregation_reaches_trl(tmp_path):
     assert grpo.grpo_args(config("model=m1", "train.loss_type=grpo"), tmp_path).loss_type == "grpo"
     assert grpo.grpo_args(config("model=m1"), tmp_path).loss_type == "dapo"  # trl's default
+
+
+def test_multiturn_with_vllm_generation_is_refused_before_anything_runs(tmp_path):
+    result = run_warpk(
+        "stage=train", "model=m1", "model.turns=2", "policy.generator=vllm", f"hydra.run.dir={tmp_path}"
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "model.turns=2 with policy.generator=vllm is not allowed" in result.stderr

@@ -273,6 +273,7 @@ class _FakeTrainer:
         self.processing_class = tokenizer
         self.eos_token_ids = [tokenizer.eos_token_id]
         self._metrics = {"train": defaultdict(list)}
+        self.model = type("Model", (), {"training": True})()
 
 
 def test_multiturn_rollout_trains_every_turn_and_masks_the_feedback(tmp_path):
@@ -308,6 +309,16 @@ def test_multiturn_rollout_trains_every_turn_and_masks_the_feedback(tmp_path):
         assert written == ("badgood" if i == 0 else "badstill bad")  # both turns carry gradient
         assert feedback(None) in read  # the verdict is read, never trained on
         assert contexts[1][i] == out["prompt_ids"][i] + ids[: len(contexts[1][i]) - len(out["prompt_ids"][i])]
+    # the context is the conversation as the chat template renders it, turn after turn
+    for i, answers in enumerate((["bad", "good"], ["bad", "still bad"])):
+        conversation = [*prompts[i]]
+        for answer, verdict in zip(answers, [feedback(None), None], strict=True):
+            conversation.append({"role": "assistant", "content": answer})
+            if verdict:
+                conversation.append({"role": "user", "content": verdict})
+        full = tok.apply_chat_template(conversation, tokenize=False)
+        context = tok.decode(out["prompt_ids"][i] + out["completion_ids"][i])
+        assert full.startswith(context) and context.endswith(tok.decode([eos]))
     # the reward terms other than total read the last turn's records, without a second evaluation
     texts = tok.batch_decode(out["completion_ids"], skip_special_tokens=True)
     assert [r and r.status for r in shared.records_for(texts, ["a", "b"])] == ["ok", None]
@@ -359,6 +370,7 @@ def test_multiturn_heldout_evaluation_refines_each_sample_from_its_verdict(monke
     from warpk.config import TasksConfig
     from warpk.tasks import load_suite
     from warpk.trainers import sample
+    from warpk.trainers.multiturn import feedback
 
     tasks = load_suite(TasksConfig(subset=["01_softmax", "03_gelu_tanh"]))
     code = "```python\nclass ModelNew:\n    pass\n```"
@@ -388,5 +400,30 @@ def test_multiturn_heldout_evaluation_refines_each_sample_from_its_verdict(monke
     refined = [m for m in seen if any(x["role"] == "assistant" for x in m)]
     assert len(refined) == 4  # one continuation per sample
     assert refined[0][-2] == {"role": "assistant", "content": "no code here"}
-    assert refined[0][-1]["role"] == "user" and "static_reject" in refined[0][-1]["content"]
+    assert refined[0][-1] == {"role": "user", "content": feedback(None)}  # the message training sends
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 4
+
+
+def test_multiturn_rollout_keeps_the_template_when_a_turn_is_empty(tmp_path):
+    from warpk.config import RewardConfig
+    from warpk.policy import load_policy
+    from warpk.rewards import SharedBatch
+    from warpk.trainers.multiturn import MultiTurnRollout, feedback, prompt_key
+
+    _, tok = load_policy(PolicyConfig(), tmp_path)
+    prompts = [[{"role": "user", "content": "task A"}]]
+    task_of = {prompt_key(prompts[0]): "a"}
+    rollout = MultiTurnRollout(SharedBatch(_Scripted()), RewardConfig(), 2, 0.5, task_of)
+    eos = tok.eos_token_id
+    turns = iter([[eos], tok("good", add_special_tokens=False)["input_ids"] + [eos]])
+    rollout.generate = lambda batch: [next(turns)]  # turn 0 is an eos alone: an empty answer
+    out = rollout(prompts, _FakeTrainer(tok))
+    conversation = [
+        *prompts[0],
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": feedback(None)},
+        {"role": "assistant", "content": "good"},
+    ]
+    full = tok.apply_chat_template(conversation, tokenize=False)
+    assert full.startswith(tok.decode(out["prompt_ids"][0] + out["completion_ids"][0]))
+    assert out["env_mask"][0][0] == 1  # the sampled eos is the policy's

@@ -70,15 +70,16 @@ def config_value(config: dict, dotted: str, where: Path) -> object:
 REFERENCE_ARM = "evaluate/reference"  # the bundled solutions: the default baseline when present
 
 
-def what_ran(config: dict) -> str:
-    """The start of every arm label, read from the run's own config, never from a default key:
-    `train/m1`, `runtime/m4`, `hrl/m5`; for stage=evaluate `evaluate/reference` (the bundled
-    solutions), `evaluate/candidates` (a candidates dir) or `evaluate/<policy>` (a trained policy
-    sampled from its checkpoint)."""
+def what_ran(config: dict, summary: dict | None = None) -> str:
+    """The start of every arm label, read from the run's own config and summary, never from a
+    default key: `train/m1`, `runtime/m4`, `hrl/m5`; for stage=evaluate `evaluate/reference` (the
+    bundled solutions), `evaluate/candidates` (a candidates dir) or `evaluate/<policy>/<arm>` (a
+    policy sampled from its checkpoint, and the arm that trained it, from the checkpoint's stamp)."""
     stage = str(config.get("stage", ""))
     if stage == "evaluate":
         if (config.get("policy") or {}).get("checkpoint"):
-            return f"evaluate/{config['policy'].get('name')}"
+            trained = (summary or {}).get("trained_arm") or "unknown-arm"
+            return f"evaluate/{config['policy'].get('name')}/{trained}"
         if (config.get("evaluate") or {}).get("candidates_dir"):
             return "evaluate/candidates"
         return REFERENCE_ARM
@@ -127,7 +128,7 @@ def load_run(path: Path, arm_keys: list[str], head: str | None) -> Run:
     summary = json.loads((path / "summary.json").read_text())
     records = tuple(EvalRecord(**row) for row in _read_jsonl(path / "records.jsonl"))
     recorded = summary.get("git_commit") or config.get("git_commit")
-    arm = "/".join([what_ran(config)] + [str(config_value(config, key, path)) for key in arm_keys])
+    arm = "/".join([what_ran(config, summary)] + [str(config_value(config, key, path)) for key in arm_keys])
     return Run(
         path=path,
         arm=arm,

@@ -152,7 +152,7 @@ def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalReco
 def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> dict:
     """policy.checkpoint=DIR: the policy trained in DIR (LoRA adapter or full), train.samples_per_task
     completions per selected task, evaluated (warpk.trainers.sample); returns the summary."""
-    from warpk.trainers.checkpoints import load_trained
+    from warpk.trainers.checkpoints import check_checkpoint, load_trained
     from warpk.trainers.common import build_evaluator, cache_dir
     from warpk.trainers.sample import evaluate_policy
 
@@ -178,6 +178,9 @@ def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> d
         run_dir / "records.jsonl",
         turns=config.model.turns,
     )
+    # which arm trained the policy (its stamp): reports label the run with it, never pooling
+    # an M1 adapter's samples with an M3 one's
+    summary["trained_arm"] = check_checkpoint(config.policy).get("arm")
     console.print(results_table(records, config.hardware.name))
     console.print(summary_table(summary))
     console.print(f"pass@1={summary['pass_at_1']} pass@{k}={summary['pass_at_k']}")

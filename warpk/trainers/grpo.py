@@ -27,7 +27,7 @@ from warpk.tasks import TaskError
 from warpk.trainers import common, distributed
 from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
-from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, prompt_key
+from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, task_of_prompts
 from warpk.trainers.source import EvaluatorSource
 
 VLLM_GPU_MEMORY_SHARE = 0.3  # of the GPU's memory for vLLM's weights and KV cache
@@ -80,10 +80,6 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
     from trl import GRPOTrainer
 
     check_batch(config)
-    if config.model.turns > 1 and config.policy.generator == "vllm":
-        raise TaskError(
-            "model.turns > 1 samples its refinement turns with HF generate: use policy.generator=hf"
-        )
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
     funcs, weights = reward_functions(shared, config.reward)
@@ -93,7 +89,7 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
     rollout = None
     if config.model.turns > 1:  # every turn trained; total = the discounted return over turns
         funcs[0] = DiscountedTotal()
-        task_of = {prompt_key(row["prompt"]): row["task_id"] for row in rows}
+        task_of = task_of_prompts(rows)
         turns, discount = config.model.turns, config.train.turn_discount
         rollout = MultiTurnRollout(shared, config.reward, turns, discount, task_of)
     trainer = GRPOTrainer(

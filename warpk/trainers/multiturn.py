@@ -16,7 +16,10 @@ not credited only with the rewards from itself on. The other terms (correctness,
 are those of the last turn's answer. Per-turn means go to trl's metrics as
 `turns/turn<t>/total_mean`.
 
-Non-goals: no tool calls; no vLLM generation for the turns (preflight refuses the combination).
+`policy.max_new_tokens` bounds each turn, so a completion holds up to k times that many sampled
+tokens (plus the feedback); `train/completions_*` counts every turn's answer.
+
+Non-goals: no tool calls; no vLLM generation for the turns (refused at preflight).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from warpk.config import RewardConfig
 from warpk.records import EvalRecord
 from warpk.rewards import total_reward
 from warpk.rewards.adapters import SharedBatch
+from warpk.tasks import TaskError
 
 
 def feedback(record: EvalRecord | None) -> str:
@@ -59,6 +63,18 @@ def prompt_key(messages: Sequence[dict]) -> str:
     return str(messages[-1]["content"])
 
 
+def task_of_prompts(rows: Sequence[dict]) -> dict[str, str]:
+    """prompt_key -> task_id of the dataset's rows; two tasks with one prompt are refused."""
+    out: dict[str, str] = {}
+    for row in rows:
+        key = prompt_key(row["prompt"])
+        if out.get(key, row["task_id"]) != row["task_id"]:
+            raise TaskError(f"tasks {out[key]} and {row['task_id']} have the same prompt: model.turns > 1 "
+                            "cannot tell their completions apart")  # fmt: skip
+        out[key] = row["task_id"]
+    return out
+
+
 class MultiTurnRollout:
     """trl's rollout_func for `model.turns=k`; `bind(trainer)` before training."""
 
@@ -81,13 +97,26 @@ class MultiTurnRollout:
         pad = tok.pad_token_id
         ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=model.device)
         mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
+        from trl.models import unwrap_model_for_generation
+
+        trainer = self.trainer
         was_training = model.training
         model.eval()
         try:
-            with torch.no_grad():
-                # trl's own sampling settings (temperature, max tokens, pad/eos, no torch.compile)
-                out = model.generate(
-                    input_ids=ids, attention_mask=mask, generation_config=self.trainer.generation_config
+            # as trl generates: unwrapped from DDP/ZeRO, activation checkpointing off, trl's own
+            # sampling settings (temperature, max tokens, pad/eos, no torch.compile)
+            with (
+                unwrap_model_for_generation(
+                    trainer.model_wrapped,
+                    trainer.accelerator,
+                    gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                    generation_kwargs=trainer.generation_kwargs,
+                    gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+                ) as unwrapped,
+                torch.no_grad(),
+            ):
+                out = unwrapped.generate(
+                    input_ids=ids, attention_mask=mask, generation_config=trainer.generation_config
                 )
         finally:
             model.train(was_training)
@@ -98,19 +127,26 @@ class MultiTurnRollout:
             turns.append(row[:cut])  # up to and including the first eos; no padding
         return turns
 
-    def between_turns(self, conversation: list[dict], answer: str, verdict: str, ended: bool) -> list[int]:
+    def between_turns(self, conversation: list[dict], answer: str, verdict: str, last: str) -> list[int]:
         """The tokens the chat template puts after an answer, the feedback message and the next
-        assistant header: what the policy reads but did not write."""
+        assistant header: what the policy reads but did not write. `last` is the text of the
+        answer's final sampled token when it was an eos (it is in the completion already), else ""."""
         tok = self.trainer.processing_class
+        head = tok.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
         done = [*conversation, {"role": "assistant", "content": answer}]
         before = tok.apply_chat_template(done, tokenize=False)
         after = tok.apply_chat_template(
             [*done, {"role": "user", "content": verdict}], add_generation_prompt=True, tokenize=False
         )
-        closing = before[before.rindex(answer) + len(answer) :] if answer else ""
-        eos = tok.decode(self.trainer.eos_token_ids[:1])
-        if ended and closing.startswith(eos):
-            closing = closing[len(eos) :]  # the sampled eos is already in the completion
+        if not before.startswith(head + answer) or not after.startswith(before):
+            raise TaskError(
+                "model.turns > 1 needs a chat template that renders an assistant answer verbatim after "
+                "the generation prompt, and a conversation as a prefix of its continuation; this "
+                "policy's does not (use model.turns=1)"
+            )
+        closing = before[len(head) + len(answer) :]  # e.g. "<|im_end|>\n"
+        if last and closing.startswith(last):
+            closing = closing[len(last) :]  # the sampled eos is already in the completion
         return tok(closing + after[len(before) :], add_special_tokens=False)["input_ids"]
 
     def __call__(self, prompts: list[list[dict]], trainer) -> dict[str, list]:
@@ -136,7 +172,8 @@ class MultiTurnRollout:
                 break
             for i, (answer, record) in enumerate(zip(answers, records, strict=True)):
                 ended = bool(sampled[i]) and sampled[i][-1] in trainer.eos_token_ids
-                between = self.between_turns(conversations[i], answer, feedback(record), ended)
+                last = tok.decode(sampled[i][-1:]) if ended else ""
+                between = self.between_turns(conversations[i], answer, feedback(record), last)
                 completion[i] += between
                 env_mask[i] += [0] * len(between)
                 conversations[i] += [
@@ -146,8 +183,9 @@ class MultiTurnRollout:
         # the other reward terms read the last turn's records: the text trl decodes is the key
         texts = tok.batch_decode(completion, skip_special_tokens=True)
         self.shared.prime(texts, task_ids, list(records))
-        for t, turn in enumerate(totals):
-            trainer._metrics["train"][f"turns/turn{t}/total_mean"].append(sum(turn) / len(turn))
+        mode = "train" if trainer.model.training else "eval"
+        for t, turn in enumerate(totals):  # this process's completions
+            trainer._metrics[mode][f"turns/turn{t}/total_mean"].append(sum(turn) / len(turn))
         returns = discounted_return(totals, self.discount)
         return {
             "prompt_ids": prompt_ids,

@@ -100,6 +100,11 @@ def evaluate_samples(
     return records  # type: ignore[return-value]
 
 
+def _verdict(record: EvalRecord) -> EvalRecord | None:
+    """What the feedback message reports: None for a completion without code, as in training."""
+    return None if record.error == NO_CODE else record
+
+
 def _with_sample(record: EvalRecord, sample: int) -> EvalRecord:
     import dataclasses
 
@@ -158,7 +163,7 @@ def evaluate_policy(
             for conversation, text in zip(conversations[task_id], texts, strict=True):
                 conversation += [
                     {"role": "assistant", "content": text},
-                    {"role": "user", "content": feedback(next(verdicts))},
+                    {"role": "user", "content": feedback(_verdict(next(verdicts)))},
                 ]
             completions[task_id] = [
                 sample_completions(model, tokenizer, c, 1, max_new_tokens, temperature)[0]
