@@ -92,7 +92,9 @@ def test_evaluate_stage_samples_a_trained_checkpoint(m3_run, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     records = (tmp_path / "records.jsonl").read_text().splitlines()
     assert len(records) == 6 * 3
-    assert json.loads((tmp_path / "summary.json").read_text())["pass_k"] == 3
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["pass_k"] == 3
+    assert summary["trained_arm"] == "m3"  # from the adapter's stamp: reports label the run with it
     other = run_warpk(
         "stage=evaluate", "policy=tiny", "policy.hidden_size=32", f"policy.checkpoint={adapter}",
         "logger=disabled", f"hydra.run.dir={tmp_path / 'other'}",
