@@ -1,0 +1,20 @@
+"""The test suite runs as people type it: a bare `pytest` as well as `python -m pytest`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def test_bare_pytest_collects_modules_that_import_the_tests_package():
+    pytest_script = Path(sys.executable).parent / "pytest"  # the venv's entry point, not python -m
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for args in (["tests/unit/test_hrl.py"], ["-m", "slurm"]):
+        result = subprocess.run(
+            [str(pytest_script), "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        assert "error" not in result.stdout.splitlines()[-1]
