@@ -76,30 +76,26 @@ def task_of_prompts(rows: Sequence[dict]) -> dict[str, str]:
 
 
 class MultiTurnRollout:
-    """trl's rollout_func for `model.turns=k`; `bind(trainer)` before training."""
+    """trl's rollout_func for `model.turns=k`: trl calls it with the batch's prompts and itself."""
 
     def __init__(
         self, shared: SharedBatch, cfg: RewardConfig, turns: int, discount: float, task_of: dict[str, str]
     ) -> None:
         self.shared, self.cfg, self.turns, self.discount = shared, cfg, turns, discount
         self.task_of = task_of  # prompt_key -> task_id, from the dataset's rows
-        self.trainer = None
-
-    def bind(self, trainer) -> None:
-        self.trainer = trainer
+        self.trainer = None  # the GRPOTrainer of the call in progress
 
     def generate(self, contexts: list[list[int]]) -> list[list[int]]:
         """One sampled continuation (token ids, eos included when produced) per context."""
         import torch
+        from trl.models import unwrap_model_for_generation
 
-        model, tok = self.trainer.model, self.trainer.processing_class
+        trainer = self.trainer
+        model, tok = trainer.model, trainer.processing_class
         width = max(len(c) for c in contexts)
         pad = tok.pad_token_id
         ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=model.device)
         mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
-        from trl.models import unwrap_model_for_generation
-
-        trainer = self.trainer
         was_training = model.training
         model.eval()
         try:
@@ -120,7 +116,7 @@ class MultiTurnRollout:
                 )
         finally:
             model.train(was_training)
-        stops = set(self.trainer.eos_token_ids) | {pad}
+        stops = set(trainer.eos_token_ids) | {pad}
         turns = []
         for row in out[:, width:].tolist():
             cut = next((i + 1 for i, t in enumerate(row) if t in stops), len(row))
@@ -150,8 +146,7 @@ class MultiTurnRollout:
         return tok(closing + after[len(before) :], add_special_tokens=False)["input_ids"]
 
     def __call__(self, prompts: list[list[dict]], trainer) -> dict[str, list]:
-        if self.trainer is None:
-            self.bind(trainer)
+        self.trainer = trainer
         tok = trainer.processing_class
         task_ids = [self.task_of[prompt_key(p)] for p in prompts]
         texts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
