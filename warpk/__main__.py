@@ -45,6 +45,7 @@ from warpk.hardware import (
     resolve_energy,
 )
 from warpk.provenance import git_head
+from warpk.requeue import tolerate_requeue_kill
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
 from warpk.trainers import distributed
@@ -183,6 +184,7 @@ def _tags_and_group(config: RunConfig) -> tuple[list[str], str | None, str]:
 def main(cfg: DictConfig) -> dict:
     """One job: typed config -> stage -> summary.json (+ W&B). Returns the summary metrics."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    tolerate_requeue_kill()
     try:
         config = to_run_config(cfg)
         check_available(config.stage)

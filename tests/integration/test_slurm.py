@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +80,22 @@ def _wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen) ->
         time.sleep(0.2)
 
 
+def _stepds_of(job_id: str) -> list[str]:
+    """The live slurmstepd processes of one job (their titles read `slurmstepd: [<id>.<step>]`)."""
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if line.startswith(f"slurmstepd: [{job_id}.")]
+
+
+def _daemon_log_lines(job_id: str, limit: int = 40) -> str:
+    lines = []
+    for name in ("slurmctld.log", "slurmd.log"):
+        path = Path("/var/log/slurm") / name
+        if path.exists():
+            hits = [x for x in path.read_text(errors="replace").splitlines() if f"{job_id}" in x]
+            lines += [f"{name}: {x}" for x in hits[-limit:]]
+    return "\n".join(lines)
+
+
 def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path):
     # SLURM's time-limit warning is USR2 sent `signal_delay_s` before the limit; with a 5-min limit
     # submitit counts any USR2 as a timeout (its "guaranteed walltime" is negative below 10 min), so
@@ -123,7 +140,15 @@ def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path
         return now in wanted
 
     _wait_for(lambda: state_is("PENDING"), 30, "the job requeued (PENDING)", proc)
-    # a requeued job waits ~2 min (BeginTime) before it may start again; skip the wait
+    # the first attempt's step may still be dying (srun waits up to 32 s for it); a relaunch of the
+    # same job id while its old slurmstepd lives can fail the job, so let the node clean up first
+    _wait_for(lambda: not _stepds_of(job_id), 60, f"job {job_id}'s old steps gone", proc)
+    # A requeued job waits ~2 min (BeginTime) before it may start again; shorten the wait, but not to
+    # zero: slurmd revoked the first attempt's credential when it killed it, and a relaunch within the
+    # same second carries a credential no newer than the revocation ("Killing non-startable batch
+    # JobId=N: Job credential revoked" in slurmctld.log, and the job ends FAILED). `starttime=now+2`
+    # would wait for the next scheduling pass (~30 s); an update to `now` schedules at once.
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"jobid={job_id}", "starttime=now"], check=True, timeout=30)
     deadline = time.monotonic() + 90  # the job's own end, whatever the launcher concluded meanwhile
     while not state_is(*FINAL_STATES) and time.monotonic() < deadline:
@@ -131,7 +156,10 @@ def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path
     out, err = proc.communicate(timeout=90)
     job_dir = tmp_path / ".submitit" / job_id
     log = "".join(p.read_text() for p in sorted(job_dir.glob("*_log.*")))
-    assert proc.returncode == 0, f"job states {seen}\n--- job log\n{log[-3000:]}\n--- launcher\n{err[-3000:]}"
+    assert proc.returncode == 0, (
+        f"job states {seen}\n--- job log\n{log[-3000:]}\n--- launcher\n{err[-3000:]}"
+        f"\n--- slurm daemons on job {job_id}\n{_daemon_log_lines(job_id)}"
+    )
     assert "Requeued job" in log
     assert "resumed after requeue:" in log
     kept = int(log.split("resumed after requeue: ", 1)[1].split(" ", 1)[0])
