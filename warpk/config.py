@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 
 STAGES = ("evaluate", "train", "runtime", "hrl", "report")
 ARMS = ("m0", "m1", "m2", "m3", "m4", "m5")
+# the stage each trainer runs in; stage=evaluate and stage=report take any arm (or none)
+TRAINER_STAGE = {"none": "evaluate", "sft": "train", "grpo": "train", "ppo": "runtime", "hrl": "hrl"}
 
 
 class ConfigError(ValueError):
@@ -81,13 +83,13 @@ class _Checked:
 
 @dataclass
 class ModelConfig(_Checked):
-    """The experiment arm (M0-M5): which trainer runs and in which stage."""
+    """The experiment arm (M0-M5, or none: evaluate what is given): which trainer runs. Each preset
+    in conf/model/ also sets the global `stage` its trainer runs in (TRAINER_STAGE)."""
 
     KEY: ClassVar[str] = "model"
-    name: str = one_of("m0", *ARMS)
+    name: str = one_of("none", "none", *ARMS)
     title: str = ""
-    trainer: str = one_of("sft", "sft", "grpo", "ppo", "hrl")
-    stage: str = one_of("train", "train", "runtime", "hrl")
+    trainer: str = one_of("none", *TRAINER_STAGE)
     turns: int = number(1, 1, 16)  # GRPO multi-turn refinement: the evaluator's record is fed back
 
 
@@ -447,6 +449,13 @@ class RunConfig(_Checked):
     results: str | None = None  # stage=report: a run dir, a sweep dir or a glob of them
 
     def check(self) -> None:
+        own = TRAINER_STAGE[self.model.trainer]
+        arms = {"train": "m0|m1|m2|m3", "runtime": "m4", "hrl": "m5"}
+        if self.stage in arms and own != self.stage:
+            raise ConfigError(
+                f"stage={self.stage} needs model={arms[self.stage]}; model={self.model.name} runs "
+                f"stage={own}: give the arm (it picks its stage) and drop stage={self.stage}"
+            )
         if self.stage == "train" and self.model.turns > 1 and self.policy.generator == "vllm":
             raise ConfigError(
                 f"model.turns={self.model.turns} with policy.generator=vllm is not allowed: the "

@@ -46,6 +46,7 @@ def runs(tmp_path_factory) -> Path:
             shutil.copy(wrong, candidates / task)
     common = [
         "-m",
+        "stage=evaluate",  # the arms' names label the evaluations; they train nothing here
         "logger=disabled",
         f"tasks.subset=[{','.join(TASKS)}]",
         "seed=11,22",

@@ -30,8 +30,9 @@ from warpk.trainers.source import EvaluatorSource
 
 def config(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        base = ["stage=train", "policy=tiny", "hardware=cpu", "logger=disabled", "train.heldout_eval=false"]
-        return to_run_config(compose("config", overrides=base + list(overrides)), [])
+        base = ["policy=tiny", "hardware=cpu", "logger=disabled", "train.heldout_eval=false"]
+        arm = [] if any(o.startswith("model=") for o in overrides) else ["model=m0"]  # it picks stage=train
+        return to_run_config(compose("config", overrides=base + arm + list(overrides)), [])
 
 
 @pytest.fixture(scope="module")

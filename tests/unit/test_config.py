@@ -1,5 +1,7 @@
 """Composition: every option of every group converts to the typed config; bad input fails early."""
 
+import re
+
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -20,7 +22,7 @@ def _compose(*overrides: str, gpu_names=()):
 
 
 def test_groups_have_the_designed_options():
-    assert GROUPS["model"] == ["m0", "m1", "m2", "m3", "m4", "m5"]
+    assert GROUPS["model"] == ["m0", "m1", "m2", "m3", "m4", "m5", "none"]
     assert GROUPS["hardware"] == ["auto", "cpu", "h100", "h200"]
     assert GROUPS["sla"] == ["latency_sensitive", "mixed", "throughput"]
     assert GROUPS["logger"] == ["disabled", "wandb_offline", "wandb_online"]
@@ -45,10 +47,37 @@ def test_every_option_composes_and_converts(group, option):
 
 def test_default_is_the_cpu_evaluate_job():
     run = _compose()
-    assert (run.stage, run.model.name, run.policy.name) == ("evaluate", "m0", "tiny")
+    assert (run.stage, run.model.name, run.policy.name) == ("evaluate", "none", "tiny")
     assert run.tasks.source == "bundled"
     assert run.logger.mode == "offline"
     assert run.hardware.name == "cpu" and run.hardware.device == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("arm", "stage"),
+    [("m0", "train"), ("m3", "train"), ("m4", "runtime"), ("m5", "hrl"), ("none", "evaluate")],
+)
+def test_the_arm_picks_its_stage(arm, stage):
+    assert _compose(f"model={arm}").stage == stage
+
+
+def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
+    assert _compose("model=m1", "stage=evaluate").stage == "evaluate"  # evaluate with m1's reward
+    assert _compose("model=m4", "stage=report").stage == "report"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("model=m4", "stage=train"), "stage=train needs model=m0|m1|m2|m3; model=m4 runs stage=runtime"),
+        (("stage=train",), "stage=train needs model=m0|m1|m2|m3; model=none runs stage=evaluate"),
+        (("model=m1", "stage=runtime"), "stage=runtime needs model=m4; model=m1 runs stage=train"),
+        (("model=m4", "stage=hrl"), "stage=hrl needs model=m5; model=m4 runs stage=runtime"),
+    ],
+)
+def test_a_stage_that_cannot_run_the_arm_is_refused_naming_both(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _compose(*overrides)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +142,7 @@ def test_detect_gpu_names_with_a_fake_nvml():
 @pytest.mark.parametrize(
     "override,expected",
     [
-        ("model=m9", "model=m9 is not an option; allowed: m0, m1, m2, m3, m4, m5"),
+        ("model=m9", "model=m9 is not an option; allowed: m0, m1, m2, m3, m4, m5, none"),
         ("reward.ipw_blend=abc", "reward.ipw_blend='abc' is not allowed; allowed: a number in [0, 1]"),
         ("reward.ipw_blend=-1", "reward.ipw_blend=-1.0 is not allowed; allowed: a number in [0, 1]"),
         ("sla=nope", "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput"),
@@ -175,9 +204,10 @@ def test_cli_help_explains_groups_and_examples():
     result = run_warpk("--help")
     assert result.returncode == 0
     for text in (
-        "model: m0, m1, m2, m3, m4, m5",
+        "model: m0, m1, m2, m3, m4, m5, none",
         "sla: latency_sensitive, mixed, throughput",
-        "python -m warpk -m stage=train model=m1,m2,m3 seed=11,22,33",
+        "python -m warpk -m model=m1,m2,m3 seed=11,22,33",
+        "python -m warpk model=m4 sla=mixed",
         "python -m warpk stage=report results=",
         "hydra/launcher",
     ):

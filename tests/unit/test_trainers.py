@@ -28,8 +28,9 @@ from warpk.trainers.source import EvaluatorSource
 
 def config(*overrides: str):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        base = ["stage=train", "policy=tiny", "hardware=cpu", "logger=disabled"]
-        return to_run_config(compose("config", overrides=base + list(overrides)), [])
+        base = ["policy=tiny", "hardware=cpu", "logger=disabled"]
+        arm = [] if any(o.startswith("model=") for o in overrides) else ["model=m0"]  # it picks stage=train
+        return to_run_config(compose("config", overrides=base + arm + list(overrides)), [])
 
 
 # --- pass@k (Chen et al. 2021), hand-computed --------------------------------------------------
