@@ -456,6 +456,13 @@ class RunConfig(_Checked):
                 f"stage={self.stage} needs model={arms[self.stage]}; model={self.model.name} runs "
                 f"stage={own}: give the arm (it picks its stage) and drop stage={self.stage}"
             )
+        t = self.train
+        batch = t.per_device_batch_size * t.gradient_accumulation_steps * t.processes
+        if self.model.trainer in ("grpo", "hrl") and self.stage == own and batch % t.num_generations:
+            raise ConfigError(
+                f"train.per_device_batch_size x train.gradient_accumulation_steps x train.processes = "
+                f"{batch} must be a multiple of train.num_generations={t.num_generations} (GRPO groups)"
+            )
         if self.stage == "train" and self.model.turns > 1 and self.policy.generator == "vllm":
             raise ConfigError(
                 f"model.turns={self.model.turns} with policy.generator=vllm is not allowed: the "

@@ -73,6 +73,8 @@ def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
         (("stage=train",), "stage=train needs model=m0|m1|m2|m3; model=none runs stage=evaluate"),
         (("model=m1", "stage=runtime"), "stage=runtime needs model=m4; model=m1 runs stage=train"),
         (("model=m4", "stage=hrl"), "stage=hrl needs model=m5; model=m4 runs stage=runtime"),
+        (("model=m1", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
+        (("model=m5", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
     ],
 )
 def test_a_stage_that_cannot_run_the_arm_is_refused_naming_both(overrides, message):

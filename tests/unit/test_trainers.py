@@ -21,7 +21,6 @@ from warpk.trainers.checkpoints import (
     write_stamp,
 )
 from warpk.trainers.data import grpo_rows, heldout_tasks, sft_rows, train_tasks
-from warpk.trainers.grpo import check_batch
 from warpk.trainers.sample import NO_CODE, evaluate_samples, pass_at_k, policy_metrics
 from warpk.trainers.source import EvaluatorSource
 
@@ -182,9 +181,9 @@ def test_long_prompts_are_left_out_and_none_left_is_an_error():
 # --- config --------------------------------------------------------------------------------
 def test_group_size_must_divide_the_generation_batch():
     assert config("model=m2").train.num_generations == 8
-    check_batch(config("model=m2"))
-    with pytest.raises(TaskError, match="multiple of train.num_generations=8"):
-        check_batch(config("model=m2", "train.per_device_batch_size=6"))
+    with pytest.raises(ConfigError, match="= 6 must be a multiple of train.num_generations=8"):
+        config("model=m2", "train.per_device_batch_size=6")  # refused at preflight, before the queue
+    assert config("model=m0", "train.per_device_batch_size=6").train.per_device_batch_size == 6  # SFT
     with pytest.raises(ConfigError, match="train.num_generations"):
         config("train.num_generations=1")
 
@@ -362,7 +361,7 @@ def test_sft_steps_batch_and_rate_come_from_their_own_keys_where_the_preset_sets
     assert sft_args["learning_rate"] == small.train.sft_learning_rate
     assert (grpo_args["max_steps"], grpo_args["per_device_train_batch_size"]) == (24, 16)
     assert grpo_args["learning_rate"] == small.train.learning_rate
-    check_batch(small)  # the GRPO batch holds whole groups
+    config("model=m1", "policy=small")  # composes: the recipe's GRPO batch holds whole groups
     smoke = common.trainer_args(config(), tmp_path, sft=True)  # unset: the shared keys
     assert (smoke["max_steps"], smoke["per_device_train_batch_size"]) == (2, 8)
 

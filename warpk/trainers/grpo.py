@@ -23,7 +23,6 @@ from pathlib import Path
 from warpk.config import RunConfig
 from warpk.rewards import SharedBatch, reward_functions
 from warpk.rewards.terms import reads_energy, unmeasured_energy_note
-from warpk.tasks import TaskError
 from warpk.trainers import common, distributed
 from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
@@ -31,18 +30,6 @@ from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, task_of_
 from warpk.trainers.source import EvaluatorSource
 
 VLLM_GPU_MEMORY_SHARE = 0.3  # of the GPU's memory for vLLM's weights and KV cache
-
-
-def check_batch(config: RunConfig) -> None:
-    """The generation batch must hold whole groups. A TaskError (like every input error found
-    inside a stage) so `python -m warpk` reports it in one line; raised before anything loads."""
-    t = config.train
-    batch = t.per_device_batch_size * t.gradient_accumulation_steps * t.processes
-    if batch % t.num_generations:
-        raise TaskError(
-            f"train.per_device_batch_size x train.gradient_accumulation_steps x train.processes = {batch} "
-            f"must be a multiple of train.num_generations={t.num_generations} (GRPO groups)"
-        )
 
 
 def grpo_args(config: RunConfig, run_dir: Path):
@@ -79,7 +66,6 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
     """The GRPOTrainer for `config`, its rewards reading records from `source`."""
     from trl import GRPOTrainer
 
-    check_batch(config)
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
     funcs, weights = reward_functions(shared, config.reward)
