@@ -169,7 +169,7 @@ def run_config(policy: PolicyConfig, device: str, steps: int, work: Path) -> Run
     return RunConfig(
         stage="train",
         seed=0,
-        model=ModelConfig(name="m1", trainer="grpo", stage="train"),
+        model=ModelConfig(name="m1", trainer="grpo"),
         policy=policy,
         reward=RewardConfig(**_load_yaml("reward", "kernel")),
         hardware=hardware_for(device),
