@@ -23,6 +23,7 @@ STAGES = ("evaluate", "train", "runtime", "hrl", "report")
 ARMS = ("m0", "m1", "m2", "m3", "m4", "m5")
 # the stage each trainer runs in; stage=evaluate and stage=report take any arm (or none)
 TRAINER_STAGE = {"none": "evaluate", "sft": "train", "grpo": "train", "ppo": "runtime", "hrl": "hrl"}
+STAGE_ARMS = {"train": "m0|m1|m2|m3", "runtime": "m4", "hrl": "m5"}  # the arms of the training stages
 
 
 class ConfigError(ValueError):
@@ -450,10 +451,9 @@ class RunConfig(_Checked):
 
     def check(self) -> None:
         own = TRAINER_STAGE[self.model.trainer]
-        arms = {"train": "m0|m1|m2|m3", "runtime": "m4", "hrl": "m5"}
-        if self.stage in arms and own != self.stage:
+        if self.stage in STAGE_ARMS and own != self.stage:
             raise ConfigError(
-                f"stage={self.stage} needs model={arms[self.stage]}; model={self.model.name} runs "
+                f"stage={self.stage} needs model={STAGE_ARMS[self.stage]}; model={self.model.name} runs "
                 f"stage={own}: give the arm (it picks its stage) and drop stage={self.stage}"
             )
         t = self.train
