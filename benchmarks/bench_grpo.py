@@ -165,7 +165,7 @@ def write_random_model(size: str, policy: PolicyConfig, hf_cache: Path, device: 
     return {"params": params, "init_s": init_s, "save_s": save_s}
 
 
-def run_config(policy: PolicyConfig, device: str, steps: int, work: Path) -> RunConfig:
+def run_config(policy: PolicyConfig, device: str, steps: int, work: Path, prompts: int = 1) -> RunConfig:
     return RunConfig(
         stage="train",
         seed=0,
@@ -177,7 +177,7 @@ def run_config(policy: PolicyConfig, device: str, steps: int, work: Path) -> Run
         evaluate=EvaluateConfig(cache_dir=str(work / "eval-cache"), energy="none"),
         train=TrainConfig(
             max_steps=steps,
-            per_device_batch_size=8,
+            per_device_batch_size=8 * prompts,  # one generation batch of `prompts` groups of 8
             num_generations=8,
             save_steps=10_000,
             resume=False,
@@ -187,11 +187,12 @@ def run_config(policy: PolicyConfig, device: str, steps: int, work: Path) -> Run
 
 
 class _GenerateTimer:
-    """Wraps a model's `generate`: wall time (CUDA-synchronised) and completion tokens per call."""
+    """Wraps the trainer's `_generate_single_turn` (every generator's path in trl): wall time
+    (CUDA-synchronised) and completion tokens (up to and including EOS) per call."""
 
-    def __init__(self, model, device: str) -> None:
-        self.inner, self.device, self.calls = model.generate, device, []
-        model.generate = self
+    def __init__(self, trainer, device: str) -> None:
+        self.inner, self.device, self.calls = trainer._generate_single_turn, device, []
+        trainer._generate_single_turn = self
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -202,13 +203,12 @@ class _GenerateTimer:
     def __call__(self, *args, **kwargs):
         self._sync()
         start = time.perf_counter()
-        out = self.inner(*args, **kwargs)
+        completion_ids, logprobs = self.inner(*args, **kwargs)
         self._sync()
-        prompt = kwargs["input_ids"].shape[1] if "input_ids" in kwargs else args[0].shape[1]
-        self.calls.append(
-            {"s": time.perf_counter() - start, "tokens": out.shape[0] * (out.shape[1] - prompt)}
-        )
-        return out
+        tokens = sum(len(ids) for ids in completion_ids)
+        seconds = time.perf_counter() - start
+        self.calls.append({"s": seconds, "tokens": tokens, "sequences": len(completion_ids)})
+        return completion_ids, logprobs
 
 
 def step_timer(device: str):
@@ -235,38 +235,63 @@ def step_timer(device: str):
     return StepTimer()
 
 
-def bench_size(size: str, device: str, steps: int, completion_tokens: int, work: Path) -> dict:
+def bench_size(size: str, device: str, steps: int, completion_tokens: int, work: Path,
+               variants: list[tuple[str, int]]):
+    """Yields the result of every (generator, prompts per step) variant on one random model."""
+    hf_cache = work / "hf"
+    policy = policy_for(size, completion_tokens)
+    built = write_random_model(size, policy, hf_cache, device)
+    os.environ["WARPK_HF_CACHE"] = str(hf_cache)
+    os.environ["WARPK_HF_LOCAL_FILES_ONLY"] = "1"
+    try:
+        for generator, prompts in variants:
+            print(f"bench_grpo: {size}: generator={generator}, {prompts} prompt(s) x 8, {steps} step(s)...",
+                  flush=True)
+            try:
+                result = bench_variant(size, device, steps, work, policy, generator, prompts)
+            except Exception as error:  # one variant failing (e.g. compile) costs that row only
+                result = {"size": size, "generator": generator, "prompts": prompts,
+                          "error": f"{type(error).__name__}: {str(error)[:300]}"}
+            result.update(params=built["params"], init_s=built["init_s"], save_s=built["save_s"])
+            yield result
+    finally:
+        shutil.rmtree(hf_cache, ignore_errors=True)
+
+
+def bench_variant(size: str, device: str, steps: int, work: Path, policy: PolicyConfig, generator: str,
+                  prompts: int) -> dict:
+    import dataclasses
+
     import torch
 
     from warpk.trainers import common, grpo
     from warpk.trainers.data import train_tasks
     from warpk.trainers.source import EvaluatorSource
 
-    hf_cache = work / "hf"
-    policy = policy_for(size, completion_tokens)
-    built = write_random_model(size, policy, hf_cache, device)
-    os.environ["WARPK_HF_CACHE"] = str(hf_cache)
-    os.environ["WARPK_HF_LOCAL_FILES_ONLY"] = "1"
-    config = run_config(policy, device, steps, work)
+    policy = dataclasses.replace(policy, generator=generator)
+    completion_tokens = policy.max_new_tokens
+    config = run_config(policy, device, steps, work, prompts)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     source = EvaluatorSource(common.build_evaluator(config), train_tasks(config))
-    trainer = grpo.build_trainer(config, work / "run", source)  # load_policy + LoRA + trl
+    # load_policy + LoRA + trl
+    trainer = grpo.build_trainer(config, work / f"run-{generator}-{prompts}", source)
     build_s = time.perf_counter() - start
     timer = step_timer(device)
     trainer.add_callback(timer)
-    generate = _GenerateTimer(trainer.model, device)
+    generate = _GenerateTimer(trainer, device)
     trainer.train()
-    timed = timer.times[1:] or timer.times  # the first step warms up kernels and allocator
+    timed = timer.times[1:] or timer.times  # the first step warms up kernels, allocator, compile
     gen = generate.calls[1:] or generate.calls
     gen_tokens, gen_s = sum(c["tokens"] for c in gen), sum(c["s"] for c in gen)
     history = [h for h in trainer.state.log_history if "num_tokens" in h]
     result = {
         "size": size,
+        "generator": generator,
+        "prompts": prompts,
         "hf_id": policy.hf_id,
         "arch": {k: v for k, v in ARCHS[size].items() if k != "preset"},
-        "params": built["params"],
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
         "lora_r": policy.lora_r,
         "lora_targets": list(policy.target_modules),
@@ -278,9 +303,13 @@ def bench_size(size: str, device: str, steps: int, completion_tokens: int, work:
         "step_mean_s": sum(timed) / len(timed),
         "generate_calls": generate.calls,
         "gen_tokens_per_s": gen_tokens / gen_s if gen_s else None,
+        "first_generate_s": generate.calls[0]["s"] if generate.calls else None,
+        # the last step's generation alone: hf-static's steady state once its shapes are compiled
+        "last_gen_tokens_per_s": (
+            generate.calls[-1]["tokens"] / generate.calls[-1]["s"] if generate.calls else None
+        ),
+        "decode_compile_allowed": not trainer.generation_config.disable_compile,  # hf-static only
         "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
-        "init_s": built["init_s"],
-        "save_s": built["save_s"],
         "load_and_build_trainer_s": build_s,
         "completions_no_code": source.counts.get("no_code", 0),
         "activation_checkpointing": bool(
@@ -291,7 +320,7 @@ def bench_size(size: str, device: str, steps: int, completion_tokens: int, work:
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()
-    shutil.rmtree(hf_cache, ignore_errors=True)
+        torch._dynamo.reset()  # the next variant compiles its own model
     return result
 
 
@@ -302,23 +331,26 @@ def markdown(report: dict) -> str:
         f"**{report['note']}.**",
         "",
         f"Device: {report['device']}; torch {report['torch']}, transformers {report['transformers']}, "
-        f"trl {report['trl']}, peft {report['peft']}. Group size 8, one prompt per step, LoRA from the "
-        "policy preset, bf16 weights on a GPU (fp32 on the CPU), HF `generate` (no vLLM). "
-        "Step = generate + reward + loss + update; "
-        "mean over steps after the first.",
+        f"trl {report['trl']}, peft {report['peft']}. Group size 8, LoRA from the policy preset, bf16 "
+        "weights on a GPU (fp32 on the CPU). Step = generate + reward + loss + update; means over the "
+        "steps after the first (the first warms up kernels, allocator and any compile: its generate "
+        "time is the last column).",
         "",
-        "| model | params | LoRA trainable | completion tok | steps | step s (mean) | gen tok/s | "
-        "peak GPU GiB | act. ckpt |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | generator | prompts x 8 | completion tok | steps | step s (mean) | gen tok/s | "
+        "gen tok/s, last step | peak GPU GiB | first generate s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["results"]:
+        if "error" in r:
+            lines.append(f"| {r['size']} | {r['generator']} | {r['prompts']} | failed: {r['error']} ||||||")
+            continue
         mem = "-" if r["peak_gpu_mem_gib"] is None else f"{r['peak_gpu_mem_gib']:.1f}"
         gen = "-" if r["gen_tokens_per_s"] is None else f"{r['gen_tokens_per_s']:.0f}"
+        first = "-" if r["first_generate_s"] is None else f"{r['first_generate_s']:.1f}"
         lines.append(
-            f"| {r['size']} ({r['hf_id']}) | {r['params'] / 1e6:,.1f} M | "
-            f"{r['trainable_params'] / 1e6:.1f} M | "
-            f"{r['completion_tokens']} | {r['steps']} | {r['step_mean_s']:.2f} | {gen} | {mem} | "
-            f"{r['activation_checkpointing']} |"
+            f"| {r['size']} ({r['params'] / 1e6:,.0f} M) | {r['generator']} | {r['prompts']} | "
+            f"{r['completion_tokens']} | {r['steps']} | {r['step_mean_s']:.2f} | {gen} | "
+            f"{r['last_gen_tokens_per_s']:.0f} | {mem} | {first} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -333,6 +365,10 @@ def main(argv: list[str] | None = None) -> dict:
         "--steps", type=int, default=3, help="GRPO optimizer steps per size (first = warm-up)"
     )
     parser.add_argument("--completion-tokens", type=int, default=256)
+    parser.add_argument("--generators", nargs="+", default=["hf"], choices=["hf", "hf-static", "hf-paged"],
+                        help="policy.generator values to compare (vllm is not installed here)")
+    parser.add_argument("--prompts", nargs="+", type=int, default=[1],
+                        help="prompts per step (each a group of 8 completions, one generation batch)")
     parser.add_argument("--tiny", action="store_true", help="tiny architecture, 1 step (CPU smoke test)")
     parser.add_argument(
         "--work", type=Path, default=None, help="scratch dir for weights (default: a temp dir)"
@@ -368,17 +404,18 @@ def main(argv: list[str] | None = None) -> dict:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     try:
+        variants = [(g, p) for p in args.prompts for g in args.generators]
         for size in sizes:
-            print(f"bench_grpo: {size}: building, loading and training {steps} step(s)...", flush=True)
-            result = bench_size(size, device, steps, completion, work_root / size)
-            report["results"].append(result)
-            print(
-                f"bench_grpo: {size}: step {result['step_mean_s']:.2f} s, "
-                f"generate {result['gen_tokens_per_s'] or 0:.0f} tok/s, "
-                f"peak {result['peak_gpu_mem_gib']} GiB",
-                flush=True,
-            )
-            (args.out / "bench_grpo.json").write_text(json.dumps(report, indent=2) + "\n")
+            for result in bench_size(size, device, steps, completion, work_root / size, variants):
+                report["results"].append(result)
+                r = result
+                print(f"bench_grpo: {size} {r['generator']} x{r['prompts']}: " + (
+                    r["error"] if "error" in r else
+                    f"step {r['step_mean_s']:.2f} s, generate {r['gen_tokens_per_s'] or 0:.0f} tok/s, "
+                    f"last step {r['last_gen_tokens_per_s']:.0f} tok/s, "
+                    f"first generate {r['first_generate_s']:.1f} s, peak {r['peak_gpu_mem_gib']} GiB"
+                ), flush=True)
+                (args.out / "bench_grpo.json").write_text(json.dumps(report, indent=2) + "\n")
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     (args.out / "bench_grpo.md").write_text(markdown(report))

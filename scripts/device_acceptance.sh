@@ -1,9 +1,11 @@
 #!/bin/bash
 # The GPU acceptance runs of the evaluator issues, on one GPU, with .carry/ from make_carry.sh:
-#   bash scripts/device_acceptance.sh tests|refcheck|bench [LIMIT_S]
+#   bash scripts/device_acceptance.sh tests|refcheck|bench|grpo [LIMIT_S]
 # tests     pytest -m gpu, verbose, one summary line per test and a junit file under $OUT
 # refcheck  upstream L1-L3 references as candidates (records under $OUT/rc)
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
+# grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
+#           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256) under $OUT/grpo
 # Each part stops itself before LIMIT_S (default 570) so its output comes back.
 set -o pipefail
 export PATH=$PWD/.carry/bin:$PATH PYTHONPATH=$PWD/.carry/py:$PWD NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -21,5 +23,16 @@ case "$1" in
   bench)
     timeout "$LIMIT" python benchmarks/bench_evaluator.py --hardware h200 --out "$OUT/bench" 2>&1 \
         | tee "$OUT/bench.log" | tail -30 ;;
-  *) echo "usage: $0 tests|refcheck|bench [LIMIT_S]"; exit 2 ;;
+  grpo)
+    # a folder named site-packages: dill (datasets' hashing) pickles by value what lies elsewhere
+    SITE=$PWD/.carry/site-packages; export PYTHONPATH=$SITE:$PYTHONPATH
+    if [ -e .carry/train-site.tar.xz ] && [ ! -d "$SITE/trl" ]; then
+        mkdir -p "$SITE" && tar -xJf .carry/train-site.tar.xz -C "$SITE"
+        python -c "import pandas" 2>/dev/null || pip install --quiet --no-deps --target "$SITE" .carry/pandas-*.whl
+    fi
+    HF_HUB_OFFLINE=1 timeout "$LIMIT" python benchmarks/bench_grpo.py --out "$OUT/grpo" --work /tmp \
+        --sizes ${SIZES:-1.5b 7b} --generators ${GENERATORS:-hf hf-static hf-paged} \
+        --prompts ${PROMPTS:-1 4} --steps ${STEPS:-3} --completion-tokens ${TOKENS:-256} 2>&1 \
+        | tee "$OUT/grpo.log" | grep -E "^bench_grpo|Error|error" ;;
+  *) echo "usage: $0 tests|refcheck|bench|grpo [LIMIT_S]"; exit 2 ;;
 esac

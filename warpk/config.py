@@ -113,9 +113,11 @@ class PolicyConfig(_Checked):
     max_new_tokens: int = number(1024, 1, 32768)
     temperature: float = number(0.8, 0.0, 5.0)
     checkpoint: str | None = None  # a trained LoRA adapter dir (stage=evaluate samples from it)
-    # GRPO's generation: hf = transformers' generate; vllm = vLLM colocated in each training
-    # process through trl (a GPU and the vllm package, which is not installed with warpk)
-    generator: str = one_of("hf", "hf", "vllm")
+    # GRPO's generation (docs/training.md): hf = transformers' generate, dynamic KV cache, eager;
+    # hf-static = a static KV cache with the decode step compiled by torch.compile; hf-paged =
+    # transformers' continuous batching over a paged KV cache; vllm = vLLM colocated in each
+    # training process through trl (a GPU and the vllm package, which is not installed with warpk)
+    generator: str = one_of("hf", "hf", "hf-static", "hf-paged", "vllm")
 
 
 @dataclass
@@ -463,10 +465,11 @@ class RunConfig(_Checked):
                 f"train.per_device_batch_size x train.gradient_accumulation_steps x train.processes = "
                 f"{batch} must be a multiple of train.num_generations={t.num_generations} (GRPO groups)"
             )
-        if self.stage == "train" and self.model.turns > 1 and self.policy.generator == "vllm":
+        if self.stage == "train" and self.model.turns > 1 and self.policy.generator != "hf":
             raise ConfigError(
-                f"model.turns={self.model.turns} with policy.generator=vllm is not allowed: the "
-                "refinement turns are sampled with HF generate; use policy.generator=hf or model.turns=1"
+                f"model.turns={self.model.turns} with policy.generator={self.policy.generator} is not "
+                "allowed: the refinement turns are sampled with HF generate; use policy.generator=hf "
+                "or model.turns=1"
             )
 
 

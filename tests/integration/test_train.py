@@ -312,11 +312,15 @@ def test_vllm_generation_is_refused_in_one_line_where_it_cannot_run(tmp_path):
     require_generator("hf", "cpu")
 
 
-def test_vllm_generation_asks_trl_for_colocated_vllm_and_hf_for_nothing():
-    args = grpo.vllm_args(config("model=m1", "policy.generator=vllm"))
+def test_each_generator_asks_trl_for_its_engine_and_hf_for_nothing():
+    args = grpo.generator_args(config("model=m1", "policy.generator=vllm"))
     assert args["use_vllm"] and args["vllm_mode"] == "colocate"
     assert args["vllm_max_model_length"] == 4096 + 64  # max_prompt_length + tiny's max_new_tokens
-    assert grpo.vllm_args(config("model=m1")) == {}
+    assert grpo.generator_args(config("model=m1")) == {}
+    static = grpo.generator_args(config("model=m1", "policy.generator=hf-static"))
+    assert static == {"cache_implementation": "static", "pad_to_multiple_of": grpo.STATIC_PROMPT_BUCKET}
+    paged = grpo.generator_args(config("model=m1", "policy.generator=hf-paged"))
+    assert paged == {"use_transformers_continuous_batching": True}
 
 
 def test_the_advantage_scaling_reaches_trl(tmp_path):

@@ -1,5 +1,5 @@
 """benchmarks/bench_grpo.py end to end on the CPU (--tiny): random weights written to a hub-cache
-layout, loaded by warpk.policy.load_policy, one GRPO step, JSON + markdown out."""
+layout, loaded by warpk.policy.load_policy, one GRPO step per generator, JSON + markdown out."""
 
 import json
 import subprocess
@@ -14,20 +14,27 @@ from tests.conftest import REPO
 def test_bench_grpo_tiny_runs_the_real_loading_and_training_path(tmp_path):
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "benchmarks/bench_grpo.py", "--tiny", "--out", str(out), "--work", str(tmp_path)],
+        [sys.executable, "benchmarks/bench_grpo.py", "--tiny", "--out", str(out), "--work", str(tmp_path),
+         "--generators", "hf", "hf-static", "hf-paged"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "RANDOM INITIALISATION" in result.stdout
     report = json.loads((out / "bench_grpo.json").read_text())
-    (r,) = report["results"]
-    assert r["size"] == "tiny" and r["steps"] == 1 and r["group_size"] == 8
-    assert r["params"] > r["trainable_params"] > 0  # LoRA only
-    (call,) = r["generate_calls"]
-    assert call["tokens"] == 8 * r["completion_tokens"]  # the random model never stops early
-    assert r["gen_tokens_per_s"] == pytest.approx(call["tokens"] / call["s"])
-    assert r["completions_no_code"] == 8 and r["peak_gpu_mem_gib"] is None
-    assert "| tiny (warpk-bench/Qwen2-tiny-random) |" in (out / "bench_grpo.md").read_text()
+    # each generator (dynamic cache, static cache, continuous batching) sampled a whole group through trl
+    assert [r["generator"] for r in report["results"]] == ["hf", "hf-static", "hf-paged"]
+    for r in report["results"]:
+        assert "error" not in r, r.get("error")
+        assert r["size"] == "tiny" and r["steps"] == 1 and r["group_size"] == 8 and r["prompts"] == 1
+        assert r["params"] > r["trainable_params"] > 0  # LoRA only
+        (call,) = r["generate_calls"]
+        assert call["sequences"] == 8
+        assert call["tokens"] == 8 * r["completion_tokens"]  # the random model never stops early
+        assert r["gen_tokens_per_s"] == pytest.approx(call["tokens"] / call["s"])
+        assert r["completions_no_code"] == 8 and r["peak_gpu_mem_gib"] is None
+        assert r["decode_compile_allowed"] == (r["generator"] == "hf-static")
+    table = (out / "bench_grpo.md").read_text()
+    assert "| tiny (0 M) | hf-paged | 1 | 16 |" in table
     assert not list(tmp_path.glob("bench-grpo-*"))  # the scratch weights are removed
 
 

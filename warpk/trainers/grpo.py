@@ -30,6 +30,7 @@ from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, task_of_
 from warpk.trainers.source import EvaluatorSource
 
 VLLM_GPU_MEMORY_SHARE = 0.3  # of the GPU's memory for vLLM's weights and KV cache
+STATIC_PROMPT_BUCKET = 256  # hf-static: prompts padded to a multiple of this many tokens
 
 
 def grpo_args(config: RunConfig, run_dir: Path):
@@ -45,21 +46,39 @@ def grpo_args(config: RunConfig, run_dir: Path):
         mask_truncated_completions=config.train.mask_truncated_completions,
         loss_type=config.train.loss_type,
         log_completions=False,
-        **vllm_args(config),
+        **generator_args(config),
     )
 
 
-def vllm_args(config: RunConfig) -> dict:
-    """policy.generator=vllm: trl's colocated vLLM in each training process, leaving most of the
-    GPU to the policy's training and the evaluator's measurements (preflight checked vllm exists)."""
-    if config.policy.generator != "vllm":
-        return {}
-    return {
-        "use_vllm": True,
-        "vllm_mode": "colocate",
-        "vllm_gpu_memory_utilization": VLLM_GPU_MEMORY_SHARE,
-        "vllm_max_model_length": config.train.max_prompt_length + config.policy.max_new_tokens,
-    }
+def generator_args(config: RunConfig) -> dict:
+    """trl's arguments for `policy.generator` (docs/training.md, "Generation"):
+    - hf: transformers' generate with a dynamic KV cache, eager (trl's default);
+    - hf-static: a static KV cache, prompts left-padded to a multiple of STATIC_PROMPT_BUCKET
+      tokens so that the compiled decode step sees few shapes (compile is switched on by
+      `enable_compiled_decode` once the trainer exists: trl builds its GenerationConfig with
+      compile disabled);
+    - hf-paged: transformers' continuous batching over a paged KV cache;
+    - vllm: trl's colocated vLLM in each training process, leaving most of the GPU to the
+      policy's training and the evaluator's measurements (preflight checked vllm exists)."""
+    generator = config.policy.generator
+    if generator == "hf-static":
+        return {"cache_implementation": "static", "pad_to_multiple_of": STATIC_PROMPT_BUCKET}
+    if generator == "hf-paged":
+        return {"use_transformers_continuous_batching": True}
+    if generator == "vllm":
+        return {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": VLLM_GPU_MEMORY_SHARE,
+            "vllm_max_model_length": config.train.max_prompt_length + config.policy.max_new_tokens,
+        }
+    return {}
+
+
+def enable_compiled_decode(trainer) -> None:
+    """hf-static: let transformers compile the decode step over the static cache (trl passes
+    `disable_compile=True`; transformers compiles only on an accelerator)."""
+    trainer.generation_config.disable_compile = False
 
 
 def build_trainer(config: RunConfig, run_dir: Path, source):
@@ -88,6 +107,8 @@ def build_trainer(config: RunConfig, run_dir: Path, source):
         callbacks=[stamp_callback(config.policy, config.model.name)],
         rollout_func=rollout,
     )
+    if config.policy.generator == "hf-static":
+        enable_compiled_decode(trainer)
     return trainer
 
 
