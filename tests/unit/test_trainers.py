@@ -202,6 +202,12 @@ def test_the_policy_preset_picks_its_train_preset_and_the_command_line_wins():
     assert config("policy=qwen2.5-coder-7b", "train=smoke").train.max_steps == 2
 
 
+def test_the_qwen_presets_generate_with_the_compiled_static_cache_and_the_cpu_policies_with_hf():
+    for preset in ("qwen2.5-coder-1.5b", "qwen2.5-coder-7b"):
+        assert config(f"policy={preset}").policy.generator == "hf-static"
+    assert config().policy.generator == config("policy=small").policy.generator == "hf"
+
+
 # --- checkpoints ---------------------------------------------------------------------------
 def test_stamp_refuses_an_adapter_of_another_base_model(tmp_path):
     tiny = PolicyConfig(name="tiny", hidden_size=64, num_hidden_layers=2)
