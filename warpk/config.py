@@ -471,6 +471,23 @@ class RunConfig(_Checked):
                 "allowed: the refinement turns are sampled with HF generate; use policy.generator=hf "
                 "or model.turns=1"
             )
+        if self.stage in ("runtime", "hrl"):
+            self._check_runtime()
+
+    def _check_runtime(self) -> None:
+        """The controller's rules (stage=runtime, hrl): its reward weighs energy or SLA, and an
+        NVML actuator drives the GPU it was simulated on."""
+        r = self.reward
+        if r.beta_energy == 0 and r.gamma_sla == 0:
+            raise ConfigError(
+                f"stage={self.stage} trains the controller on reward.beta_energy (energy) and "
+                f"reward.gamma_sla (SLA), both 0 in reward={r.name}; use model=m4 (reward=hrl) or set them"
+            )
+        if self.runtime.actuator == "nvml" and self.hardware.name != self.runtime.gpu:
+            raise ConfigError(
+                f"runtime.actuator=nvml needs hardware={self.runtime.gpu} (runtime.gpu, the simulated "
+                f"GPU), got hardware={self.hardware.name}: the settings PPO learned are that GPU's"
+            )
 
 
 def field_at(key: str) -> dataclasses.Field | None:

@@ -75,6 +75,12 @@ def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
         (("model=m4", "stage=hrl"), "stage=hrl needs model=m5; model=m4 runs stage=runtime"),
         (("model=m1", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
         (("model=m5", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
+        (("model=m4", "hardware=h100", "runtime.actuator=nvml", "runtime.nvml_opt_in=true"),
+         "runtime.actuator=nvml needs hardware=h200 (runtime.gpu, the simulated GPU), got hardware=h100"),
+        (("model=m4", "reward=kernel"), "stage=runtime trains the controller on reward.beta_energy"),
+        (("model=m5", "reward.beta_energy=0", "reward.gamma_sla=0"), "both 0 in reward=hrl"),
+        (("model=m1", "policy=qwen2.5-coder-7b", "model.turns=2"),
+         "model.turns=2 with policy.generator=hf-static is not allowed"),
     ],
 )
 def test_a_stage_that_cannot_run_the_arm_is_refused_naming_both(overrides, message):

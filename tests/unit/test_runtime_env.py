@@ -149,7 +149,7 @@ def test_the_reward_weights_of_the_run_weigh_the_energy_and_sla_terms():
     assert double_energy == pytest.approx(2 * no_sla)  # the rest is the energy term, scaled
 
 
-def test_a_runtime_reward_that_weighs_neither_energy_nor_sla_is_refused():
+def test_the_runtime_reward_weights_come_from_the_reward_group():
     from hydra import compose, initialize_config_dir
 
     from warpk.__main__ import CONF_DIR, to_run_config
@@ -157,7 +157,7 @@ def test_a_runtime_reward_that_weighs_neither_energy_nor_sla_is_refused():
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
         m4 = to_run_config(compose("config", overrides=["model=m4", "hardware=cpu"]), [])
-        kernel = to_run_config(compose("config", overrides=["model=m4", "hardware=cpu", "reward=kernel"]), [])
+        half = to_run_config(compose("config", overrides=["model=m4", "reward.gamma_sla=0.5"]), [])
     assert reward_weights(m4) == {"energy_weight": 1.0, "sla_weight": 1.0}
-    with pytest.raises(SystemExit, match="both 0 in reward=kernel"):
-        reward_weights(kernel)
+    assert reward_weights(half) == {"energy_weight": 1.0, "sla_weight": 0.5}
+    # a reward weighing neither is refused at preflight: tests/unit/test_config.py

@@ -62,27 +62,20 @@ def calibration_path(config: RunConfig) -> Path:
 
 
 def _actuator(config: RunConfig):
-    """The actuator PPO's settings go to during evaluation: None (simulated) or NVML."""
+    """The actuator PPO's settings go to during evaluation: None (simulated) or NVML (preflight
+    checked that hardware is the simulated GPU)."""
     if config.runtime.actuator != "nvml":
         return None
     from warpk.runtime.actuators import NvmlActuator
 
-    if config.hardware.name != config.runtime.gpu:
-        sys.exit(
-            f"warpk: runtime.actuator=nvml needs hardware={config.runtime.gpu} (the simulated GPU), "
-            f"got hardware={config.hardware.name}"
-        )
     return NvmlActuator(opt_in=config.runtime.nvml_opt_in)
 
 
 def reward_weights(config: RunConfig) -> dict:
     """The serving env's reward weights from the run's `reward` group: energy = beta_energy,
-    SLA = gamma_sla (x runtime.sla_penalty). A reward that weighs neither is refused: PPO would
-    be rewarded for finished requests only."""
+    SLA = gamma_sla (x runtime.sla_penalty). A reward that weighs neither is refused at preflight
+    (RunConfig.check): PPO would be rewarded for finished requests only."""
     r = config.reward
-    if r.beta_energy == 0 and r.gamma_sla == 0:
-        sys.exit(f"warpk: stage={config.stage} trains the controller on reward.beta_energy (energy) and "
-                 f"reward.gamma_sla (SLA), both 0 in reward={r.name}; use model=m4 (reward=hrl) or set them")
     return {"energy_weight": r.beta_energy, "sla_weight": r.gamma_sla}
 
 
