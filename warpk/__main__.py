@@ -44,12 +44,14 @@ from warpk.hardware import (
     require_processes,
     resolve_energy,
 )
+from warpk.policy.load import PolicyWeightsMissing, require_weights
 from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
 from warpk.stages import StageUnavailable, check_available, run_stage
 from warpk.tasks import TaskError
 from warpk.trainers import distributed
 from warpk.trainers.checkpoints import CheckpointMismatch, check_checkpoint
+from warpk.trainers.common import cache_dir
 
 EVALUATING_STAGES = ("evaluate", "train", "hrl")  # stages that run candidates in the sandbox
 
@@ -149,11 +151,21 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
                     require_generator(config.policy.generator, config.hardware.device)
                 if config.policy.checkpoint and config.stage in ("train", "evaluate"):
                     check_checkpoint(config.policy)  # a warm start or a sampled policy: loadable?
-            except (ConfigError, HardwareError, SandboxUnavailable, CheckpointMismatch) as err:
+                if _loads_policy(config):
+                    require_weights(config.policy, cache_dir(config))
+            except (ConfigError, HardwareError, SandboxUnavailable, CheckpointMismatch,
+                    PolicyWeightsMissing) as err:
                 return str(err) + (f"  [job: {' '.join(job)}]" if multirun else "")
             except Exception as err:  # noqa: BLE001 - Hydra's composition errors
                 return _explain(err)
     return None
+
+
+def _loads_policy(config: RunConfig) -> bool:
+    """Whether the job loads the policy's base weights: training, M5's GRPO rounds, sampling a
+    checkpoint."""
+    return (config.stage == "train" or (config.stage == "hrl" and config.runtime.hrl_grpo)
+            or (config.stage == "evaluate" and bool(config.policy.checkpoint)))
 
 
 def _seed_everything(seed: int) -> None:
@@ -214,7 +226,7 @@ def main(cfg: DictConfig) -> dict:
     with wandb_run(logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:
         try:
             summary = run_stage(config, run_dir, run.log)
-        except TaskError as err:
+        except (TaskError, PolicyWeightsMissing) as err:
             sys.exit(f"warpk: {err}")
         run.summary.update({k: v for k, v in summary.items() if v is not None})
     # the commit behind the run, for reports' manifests (not a metric: kept out of W&B's summary)

@@ -186,6 +186,19 @@ def test_sweep_is_checked_point_by_point_before_launch():
     assert preflight(["-m", "model=m1,m2,m3", "seed=11,22,33"], gpu_names=[]) is None
 
 
+def test_missing_policy_weights_are_refused_before_launch_where_downloads_are_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("WARPK_HF_CACHE", str(tmp_path))
+    monkeypatch.setenv("WARPK_HF_LOCAL_FILES_ONLY", "1")
+    error = preflight(["-m", "model=m1,m2", "policy=qwen2.5-coder-7b"], gpu_names=[])
+    assert "weights of Qwen/Qwen2.5-Coder-7B-Instruct not found at" in error
+    assert "[job: model=m1 policy=qwen2.5-coder-7b]" in error
+    assert preflight(["policy=qwen2.5-coder-7b"], gpu_names=[]) is None  # evaluate: loads no policy
+    (tmp_path / "models--Qwen--Qwen2.5-Coder-7B-Instruct").mkdir()
+    assert preflight(["model=m1", "policy=qwen2.5-coder-7b"], gpu_names=[]) is None
+    monkeypatch.setenv("WARPK_HF_LOCAL_FILES_ONLY", "0")  # downloads allowed: nothing to know yet
+    assert preflight(["model=m1", "policy=qwen2.5-coder-1.5b"], gpu_names=[]) is None
+
+
 def test_launchers_compose():
     for launcher in ("basic", "submitit_local"):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):

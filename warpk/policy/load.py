@@ -49,6 +49,16 @@ def _missing(config: PolicyConfig, hf_cache: Path, why: str) -> PolicyWeightsMis
     )
 
 
+def require_weights(config: PolicyConfig, cache_dir: Path) -> None:
+    """Preflight: with downloads forbidden, a Qwen preset's weights must be in the local cache.
+    (Where downloads are allowed nothing can be known before trying.)"""
+    if config.name in LOCAL_POLICIES or not config.hf_id or not local_files_only():
+        return
+    hf_cache = hf_cache_dir(Path(cache_dir))
+    if not expected_hf_path(config.hf_id, hf_cache).is_dir():
+        raise _missing(config, hf_cache, "no such folder")
+
+
 def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None):
     """The policy's (model, tokenizer), model on the CPU in `dtype` (default float32).
 
@@ -73,8 +83,7 @@ def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None):
         raise ValueError(f"policy={config.name} needs policy.hf_id")
     hf_cache = hf_cache_dir(Path(cache_dir))
     local_only = local_files_only()
-    if local_only and not expected_hf_path(config.hf_id, hf_cache).is_dir():
-        raise _missing(config, hf_cache, "no such folder")
+    require_weights(config, Path(cache_dir))
     kwargs = {"cache_dir": str(hf_cache), "local_files_only": local_only}
     try:
         tokenizer = AutoTokenizer.from_pretrained(config.hf_id, **kwargs)
