@@ -47,7 +47,7 @@ from warpk.hardware import (
 from warpk.policy.load import PolicyWeightsMissing, require_weights
 from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
-from warpk.stages import StageUnavailable, check_available, run_stage
+from warpk.stages import StageUnavailable, check_available, objective, run_stage
 from warpk.tasks import TaskError
 from warpk.trainers import distributed
 from warpk.trainers.checkpoints import CheckpointMismatch, check_checkpoint
@@ -193,8 +193,9 @@ def _tags_and_group(config: RunConfig) -> tuple[list[str], str | None, str]:
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> dict:
-    """One job: typed config -> stage -> summary.json (+ W&B). Returns the summary metrics."""
+def main(cfg: DictConfig) -> float:
+    """One job: typed config -> stage -> summary.json (+ W&B). Returns the stage's objective
+    (warpk.stages.OBJECTIVES) for Hydra's sweepers; the whole summary is in summary.json."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     tolerate_requeue_kill()
     try:
@@ -213,7 +214,7 @@ def main(cfg: DictConfig) -> dict:
     resolved = OmegaConf.structured(config)
     (run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(resolved))
     if config.stage == "train" and distributed.needs_launch(config.train.processes):
-        return _train_processes(config, run_dir)
+        return objective(config.stage, _train_processes(config, run_dir))
     tags, group, name = _tags_and_group(config)
     log.info(
         "stage=%s model=%s hardware=%s -> %s", config.stage, config.model.name, config.hardware.name, run_dir
@@ -233,7 +234,7 @@ def main(cfg: DictConfig) -> dict:
     if distributed.is_main():
         record = {**summary, "git_commit": git_head()}
         (run_dir / "summary.json").write_text(json.dumps(record, indent=2) + "\n")
-    return summary
+    return objective(config.stage, summary)
 
 
 def _train_processes(config: RunConfig, run_dir: Path) -> dict:

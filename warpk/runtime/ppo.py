@@ -1,8 +1,10 @@
 """M4: PPO (stable-baselines3) on `ServingEnv`, and the trained policy as an evaluation `Policy`.
 
-Training episodes come from the environment's own random stream, seeded once with the run seed;
-evaluation uses fixed held-out seeds (stages/runtime.py), so no evaluation trace is trained on.
-Torch runs on the CPU with one thread: the MLP is tiny and the simulator is the cost.
+Training episodes come from the environments' own random streams, seeded once from the run seed
+(copy i of `runtime.ppo_envs` with seed + i); evaluation uses fixed held-out seeds
+(stages/runtime.py), so no evaluation trace is trained on. Torch runs on the CPU with one thread:
+the MLP is tiny and the simulator is the cost. With several copies a rollout holds the same 480
+steps (480 / copies each) and the policy runs once per step of all copies, not once per copy.
 
 Non-goals: no hyperparameter search; no recurrent policy.
 """
@@ -30,13 +32,31 @@ PPO_KWARGS = dict(
 )
 
 
-def train_ppo(env: ServingEnv, timesteps: int, seed: int, progress: Callable[[int], None] | None = None):
-    """A PPO model trained on `env` for `timesteps` control steps."""
+def new_ppo(env, seed: int, timesteps: int | None = None):
+    """An untrained PPO model with PPO_KWARGS on `env` (a ServingEnv, or a VecEnv of copies, which
+    share a rollout). `timesteps` shorter than a rollout shrink the rollout to fit."""
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(1)
+    copies = getattr(env, "num_envs", 1)
+    rollout = PPO_KWARGS["n_steps"] if timesteps is None else min(PPO_KWARGS["n_steps"], max(timesteps, 8))
+    n_steps = max(rollout // copies, 2)
+    batch_size = min(PPO_KWARGS["batch_size"], n_steps * copies)
+    kwargs = {**PPO_KWARGS, "n_steps": n_steps, "batch_size": batch_size}
+    return PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+
+
+def train_ppo(
+    make_env: Callable[[], ServingEnv],
+    timesteps: int,
+    seed: int,
+    envs: int = 1,
+    progress: Callable[[int], None] | None = None,
+):
+    """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`."""
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv
 
     class _Progress(BaseCallback):
         def _on_step(self) -> bool:
@@ -44,9 +64,8 @@ def train_ppo(env: ServingEnv, timesteps: int, seed: int, progress: Callable[[in
                 progress(self.num_timesteps)
             return True
 
-    n_steps = min(PPO_KWARGS["n_steps"], max(timesteps, 8))
-    kwargs = {**PPO_KWARGS, "n_steps": n_steps, "batch_size": min(PPO_KWARGS["batch_size"], n_steps)}
-    model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    env = make_env() if envs == 1 else DummyVecEnv([make_env] * envs)
+    model = new_ppo(env, seed, timesteps)
     model.learn(total_timesteps=timesteps, callback=_Progress())
     return model
 

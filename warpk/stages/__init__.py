@@ -36,6 +36,25 @@ RUNNERS = {
 }
 
 
+# stage -> the summary key `python -m warpk` returns, for Hydra's sweepers (Optuna, Nevergrad):
+# higher is better for every one; summary.json holds the whole summary.
+OBJECTIVES = {
+    "evaluate": "correct_rate",
+    "train": "correct_rate",  # held-out (train.heldout_eval)
+    "runtime": "ppo_energy_saving_vs_best_static",
+    "hrl": "m5_energy_saving_vs_m4",
+    "report": None,
+}
+
+
+def objective(stage: str, summary: dict) -> float:
+    """The stage's objective from its summary; NaN where the run has none (a report, a training
+    run without its held-out evaluation, a suite with no candidate)."""
+    key = OBJECTIVES[stage]
+    value = summary.get(key) if key else None
+    return float(value) if isinstance(value, int | float) else float("nan")
+
+
 def run_stage(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Run `config.stage`; returns its summary metrics."""
     check_available(config.stage)

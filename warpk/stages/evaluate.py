@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from warpk.config import RunConfig
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.evaluator.static import candidate_backend
+from warpk.progress import progress
 from warpk.records import EvalRecord, summarize
 from warpk.tasks import TaskError, load_suite, load_task_file
 
@@ -218,17 +218,9 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
     done = len(records)
     with (
         records_path.open("w") as sink,  # rewritten: a torn last line of a killed attempt goes
-        Progress(
-            TextColumn("[bold]evaluate[/bold]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress,
+        progress(console, "evaluate", len(items), log) as update,
     ):
-        bar = progress.add_task("", total=len(items), completed=done)
+        update(done)
         for record in records:
             sink.write(record.to_json() + "\n")
 
@@ -249,9 +241,7 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
                     **{f"eval/{k}": getattr(record, k) for k in LOGGED if getattr(record, k) is not None},
                 }
             )
-            progress.update(
-                bar, advance=1, description=f"{record.task_id} {record.candidate}: {record.status}"
-            )
+            update(len(records) + len(arrived), f"{record.task_id} {record.candidate}: {record.status}")
 
         ordered = records[:done] + evaluator.evaluate_many(items[done:], on_record=on_record)
     summary = summarize(ordered)

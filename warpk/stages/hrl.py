@@ -42,7 +42,7 @@ from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
 from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
 from warpk.runtime.evaluation import METRICS, caption, evaluate, mean_ci95, summarize
-from warpk.runtime.ppo import PPO_KWARGS, PPOPolicy
+from warpk.runtime.ppo import PPOPolicy, new_ppo
 from warpk.stages.runtime import EVAL_SEED_BASE, calibration_path, reward_weights
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
@@ -51,15 +51,6 @@ NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
 
 def _path(p: str) -> Path:
     return Path(p) if Path(p).is_absolute() else REPO / p
-
-
-def new_ppo(env: ServingEnv, seed: int):
-    """stage=runtime's PPO (same settings as warpk.runtime.ppo.train_ppo), trained in rounds here."""
-    import torch
-    from stable_baselines3 import PPO
-
-    torch.set_num_threads(1)
-    return PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **PPO_KWARGS)
 
 
 def learn(model, timesteps: int, seed: int) -> None:

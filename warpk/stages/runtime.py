@@ -30,9 +30,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from warpk.config import RunConfig
+from warpk.progress import progress
 from warpk.runtime import baselines
 from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
 from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
@@ -91,7 +91,6 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     gpu = load_gpu_profile(rt.gpu)
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, gpu, cal, **weights)
-    train_env = ServingEnv(rt, sla, gpu, cal, **weights)
     eval_seeds = [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(rt.eval_seeds)]
     tuning_seeds = [TUNING_SEED_BASE + 1000 * config.seed + i for i in range(rt.tuning_seeds)]
     console.print(
@@ -101,17 +100,10 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     )
 
     started = time.monotonic()
-    with Progress(
-        TextColumn("[bold]PPO[/bold]"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} steps"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        bar = progress.add_task("", total=rt.ppo_timesteps)
+    with progress(console, "PPO", rt.ppo_timesteps, log) as update:
         model = train_ppo(
-            train_env, rt.ppo_timesteps, config.seed, lambda n: progress.update(bar, completed=n)
+            lambda: ServingEnv(rt, sla, gpu, cal, **weights), rt.ppo_timesteps, config.seed, rt.ppo_envs,
+            lambda n: update(n, f"{n // rt.ppo_envs} steps per env copy"),
         )
     train_s = time.monotonic() - started
     log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps})
