@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.table import Table
 
 from warpk.config import RunConfig
+from warpk.progress import progress
 from warpk.records import EvalRecord
 from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
@@ -142,28 +143,34 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     policy_ok = 0
     scale = PhaseScale()
     kernels = hrl.choose_kernels(sources, rt.deploy_margin)
-    for r in range(1, rt.hrl_rounds + 1):
-        if rt.hrl_grpo:
-            with console.status(f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling"):
+    total = 2 * (rt.hrl_rounds * rt.hrl_ppo_timesteps + rt.hrl_joint_timesteps)  # M5's and M4's
+    with progress(console, "M5 rounds (PPO steps of M5 and M4)", total, log) as update:
+        done = 0
+        for r in range(1, rt.hrl_rounds + 1):
+            if rt.hrl_grpo:
+                update(done, f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling")
                 records = grpo_round(config, run_dir, r, log)
-            policy_ok += sum(x.status == "ok" for x in records)
-            on_gpu, left_out = hrl.usable(records, rt.gpu)
-            notes += [f"policy round {r}: {n}" for n in left_out]
-            sources[f"policy round {r}"] = on_gpu
-            console.print(
-                f"round {r}: GRPO policy wrote {len(records)} candidates for {len(served_tasks(config))} "
-                f"served-op tasks, {sum(x.status == 'ok' for x in records)} correct"
-            )
-        kernels = hrl.choose_kernels(sources, rt.deploy_margin)
-        scale = hrl.kernel_scale(kernels, shares)
-        m5_env.set_kernel_scale(scale)
-        log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
-        with console.status(f"round {r}: PPO {rt.hrl_ppo_timesteps} steps, M5 and M4"):
-            learn(m5_model, rt.hrl_ppo_timesteps, config.seed + 1000 * r)
-            learn(m4_model, rt.hrl_ppo_timesteps, config.seed + 1000 * r)
-    with console.status(f"joint: PPO {rt.hrl_joint_timesteps} steps on the final cost model"):
-        learn(m5_model, rt.hrl_joint_timesteps, config.seed + 999)
-        learn(m4_model, rt.hrl_joint_timesteps, config.seed + 999)
+                policy_ok += sum(x.status == "ok" for x in records)
+                on_gpu, left_out = hrl.usable(records, rt.gpu)
+                notes += [f"policy round {r}: {n}" for n in left_out]
+                sources[f"policy round {r}"] = on_gpu
+                console.print(
+                    f"round {r}: GRPO policy wrote {len(records)} candidates for {len(served_tasks(config))} "
+                    f"served-op tasks, {sum(x.status == 'ok' for x in records)} correct"
+                )
+            kernels = hrl.choose_kernels(sources, rt.deploy_margin)
+            scale = hrl.kernel_scale(kernels, shares)
+            m5_env.set_kernel_scale(scale)
+            log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
+            for model in (m5_model, m4_model):
+                update(done, f"round {r}: PPO {rt.hrl_ppo_timesteps} steps")
+                learn(model, rt.hrl_ppo_timesteps, config.seed + 1000 * r)
+                done += rt.hrl_ppo_timesteps
+        for model in (m5_model, m4_model):
+            update(done, f"joint: PPO {rt.hrl_joint_timesteps} steps on the final cost model")
+            learn(model, rt.hrl_joint_timesteps, config.seed + 999)
+            done += rt.hrl_joint_timesteps
+        update(done)
     hrl.write_kernels(run_dir / "hrl_kernels.json", kernels, scale, shares)
 
     seeds = [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(rt.eval_seeds)]
