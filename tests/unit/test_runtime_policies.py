@@ -78,6 +78,19 @@ def test_mean_ci95_is_a_t_interval():
     assert mean == 3.0 and half == pytest.approx(2.776 * np.std([1, 2, 3, 4, 5], ddof=1) / np.sqrt(5), 1e-3)
 
 
+def test_ppo_trains_the_same_policy_as_sb3_with_torch_s_argument_checks_on():
+    import torch
+
+    from warpk.runtime.ppo import new_ppo
+
+    fast = train_ppo(lambda: make_env(episode_steps=12), 480, seed=3)
+    assert torch.distributions.Distribution._validate_args  # restored afterwards
+    plain = new_ppo(make_env(episode_steps=12), 3, 480)
+    plain.learn(total_timesteps=480)
+    for a, b in zip(fast.policy.parameters(), plain.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.slow
 def test_a_short_ppo_run_beats_a_random_policy():
     env = make_env(arrival_rate_rps=2.0, episode_steps=24)
