@@ -44,6 +44,7 @@ from warpk.hardware import (
     require_processes,
     resolve_energy,
 )
+from warpk.paths import CONF_DIR
 from warpk.policy.load import PolicyWeightsMissing, require_weights
 from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
@@ -55,7 +56,6 @@ from warpk.trainers.common import cache_dir
 
 EVALUATING_STAGES = ("evaluate", "train", "hrl")  # stages that run candidates in the sandbox
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 MAX_PREFLIGHT_JOBS = 4096
 log = logging.getLogger("warpk")
 

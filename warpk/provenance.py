@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from warpk.paths import REPO
 
 
 def git_head(repo: Path = REPO) -> str | None:

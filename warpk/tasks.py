@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.config import TasksConfig
-
-BUNDLED_ROOT = Path(__file__).resolve().parents[1] / "kernelbench"
+from warpk.paths import BUNDLED_ROOT
 
 
 class TaskError(ValueError):

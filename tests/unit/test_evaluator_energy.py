@@ -197,7 +197,7 @@ def test_energy_modes_resolve_and_nvml_without_a_gpu_fails_with_the_reason():
 def test_results_table_says_why_energy_is_missing():
     from rich.console import Console
 
-    from warpk.stages.evaluate import results_table
+    from warpk.report.console import results_table
 
     record = record_for("nvml", H200, energy_error="nvml energy measurement failed: MeterError: GPU is lost")
     console = Console(width=400, record=True)

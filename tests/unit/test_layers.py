@@ -1,7 +1,11 @@
-"""Import direction (DESIGN.md 4): Hydra stops at the front door; the evaluator stays light."""
+"""Import direction (DESIGN.md 4): Hydra stops at the front door; the evaluator stays light; no
+arrow from a lower layer of warpk to a higher one; no stage imports another."""
 
 import ast
+import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "warpk"
 FRONT_DOOR = {"__main__.py"}
@@ -41,3 +45,62 @@ def test_evaluator_never_imports_training_or_logging_libraries():
     ]
     offenders = [f"{p.name}: {sorted(_imports(p) & heavy)}" for p in light if _imports(p) & heavy]
     assert not offenders
+
+
+# warpk's own modules and packages by layer: each may import its own layer and those below only
+LAYERS = {
+    "config": 0, "paths": 0, "records": 0, "provenance": 0, "progress": 0, "requeue": 0, "tracking": 0,
+    "telemetry": 1, "tasks": 1,
+    "hardware": 2, "evaluator": 2, "rewards": 2, "policy": 2,
+    "trainers": 3, "runtime": 3, "report": 3,
+    "stages": 4,
+    "__main__": 5, "__init__": 5,
+}  # fmt: skip
+
+
+def _warpk_imports(path: Path) -> list[str]:
+    """The warpk modules `path` imports, as dotted names below warpk."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        found += [n.split(".", 1)[1] for n in names if n.startswith("warpk.")]
+    return found
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def test_no_import_goes_from_a_lower_layer_to_a_higher_one():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        unit = _unit(path)
+        assert unit in LAYERS, f"warpk/{path.relative_to(PACKAGE)}: give {unit} a layer in LAYERS"
+        for target in _warpk_imports(path):
+            other = target.split(".")[0]
+            if LAYERS[other] > LAYERS[unit]:
+                offenders.append(f"{path.relative_to(PACKAGE)} (layer {LAYERS[unit]}) imports warpk.{target} "
+                                 f"(layer {LAYERS[other]})")
+    assert not offenders
+
+
+def test_no_stage_imports_another_stage():
+    offenders = [
+        f"stages/{path.name} imports warpk.{target}"
+        for path in (PACKAGE / "stages").glob("*.py")
+        for target in _warpk_imports(path)
+        if target.startswith("stages.") and path.name != "__init__.py"
+    ]
+    assert not offenders
+
+
+def test_the_layer_test_sees_an_upward_import(tmp_path, monkeypatch):
+    fake = tmp_path / "warpk"
+    (fake / "evaluator").mkdir(parents=True)
+    (fake / "evaluator" / "bad.py").write_text("from warpk.trainers.grpo import run_grpo\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    with pytest.raises(AssertionError, match="evaluator/bad.py .layer 2. imports warpk.trainers.grpo"):
+        test_no_import_goes_from_a_lower_layer_to_a_higher_one()

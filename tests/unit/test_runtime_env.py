@@ -153,7 +153,7 @@ def test_the_runtime_reward_weights_come_from_the_reward_group():
     from hydra import compose, initialize_config_dir
 
     from warpk.__main__ import CONF_DIR, to_run_config
-    from warpk.stages.runtime import reward_weights
+    from warpk.runtime.env import reward_weights
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
         m4 = to_run_config(compose("config", overrides=["model=m4", "hardware=cpu"]), [])

@@ -6,6 +6,7 @@
     energy.py    measured-vs-modelled energy rule; matched-runtime pairs
     failures.py  failure taxonomy: status counts and error categories
     tables.py    tables whose every number names its sources; Markdown, LaTeX, the manifest
+    console.py   rich tables of evaluation records for the stages' console output
     figures.py   Pareto front, pass@k vs turns, reward decomposition, runtime regimes (PNG)
 
 Non-goals: no measuring and no training; nothing here invents a number. A figure or test whose

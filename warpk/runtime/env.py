@@ -35,11 +35,26 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-from warpk.config import ClockProfile, HardwareConfig, RuntimeConfig, SlaConfig
+from warpk.config import ClockProfile, HardwareConfig, RunConfig, RuntimeConfig, SlaConfig
+from warpk.paths import REPO
 from warpk.runtime.calibration import Calibration, CostModel, PhaseScale, fit_costs
 from warpk.runtime.workload import Trace, make_trace
 
-REPO = Path(__file__).resolve().parents[2]
+
+def calibration_path(config: RunConfig) -> Path:
+    """runtime.calibration, a relative path taken from the repository root."""
+    path = Path(config.runtime.calibration)
+    return path if path.is_absolute() else REPO / path
+
+
+def reward_weights(config: RunConfig) -> dict:
+    """The serving env's reward weights from the run's `reward` group: energy = beta_energy,
+    SLA = gamma_sla (x runtime.sla_penalty). A reward that weighs neither is refused at preflight
+    (RunConfig.check): PPO would be rewarded for finished requests only."""
+    r = config.reward
+    return {"energy_weight": r.beta_energy, "sla_weight": r.gamma_sla}
+
+
 OBS_NAMES = (
     "waiting_per_max_concurrency",
     "running_per_max_concurrency",

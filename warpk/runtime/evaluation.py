@@ -21,6 +21,7 @@ import numpy as np
 from rich.table import Table
 from scipy import stats
 
+from warpk.config import RunConfig
 from warpk.runtime.env import EpisodeResult, ServingEnv
 
 METRICS = ("energy_per_request_j", "ttft_p95_s", "e2e_p95_s", "sla_attainment", "throughput_rps")
@@ -32,6 +33,20 @@ class Policy(Protocol):
     def reset(self, env: ServingEnv) -> None: ...
 
     def act(self, obs: np.ndarray, info: dict) -> np.ndarray: ...
+
+
+EVAL_SEED_BASE = 1_000_000  # held-out evaluation episodes
+TUNING_SEED_BASE = 2_000_000  # episodes the baselines' sweeps may look at
+
+
+def heldout_seeds(config: RunConfig) -> list[int]:
+    """The runtime.eval_seeds episodes every policy is evaluated on: never trained or tuned on."""
+    return [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(config.runtime.eval_seeds)]
+
+
+def tuning_seeds_of(config: RunConfig) -> list[int]:
+    """The runtime.tuning_seeds episodes the baselines' sweeps may look at."""
+    return [TUNING_SEED_BASE + 1000 * config.seed + i for i in range(config.runtime.tuning_seeds)]
 
 
 def run_episode(env: ServingEnv, policy: Policy, seed: int, on_step=None) -> EpisodeResult:

@@ -41,10 +41,9 @@ from warpk.progress import progress
 from warpk.records import EvalRecord
 from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
-from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
-from warpk.runtime.evaluation import METRICS, caption, evaluate, mean_ci95, summarize
+from warpk.runtime.env import REPO, ServingEnv, calibration_path, load_gpu_profile, reward_weights
+from warpk.runtime.evaluation import METRICS, caption, evaluate, heldout_seeds, mean_ci95, summarize
 from warpk.runtime.ppo import PPOPolicy, new_ppo
-from warpk.stages.runtime import EVAL_SEED_BASE, calibration_path, reward_weights
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
 NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
@@ -173,7 +172,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
         update(done)
     hrl.write_kernels(run_dir / "hrl_kernels.json", kernels, scale, shares)
 
-    seeds = [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(rt.eval_seeds)]
+    seeds = heldout_seeds(config)
     runs = [
         (M4, m4_env, PPOPolicy(m4_model, name=M4), "adaptive"),
         (M5, m5_env, PPOPolicy(m5_model, name=M5), "adaptive"),

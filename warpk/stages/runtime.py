@@ -35,30 +35,24 @@ from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.runtime import baselines
 from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
-from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
+from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
 from warpk.runtime.evaluation import (
     METRICS,
     PolicySummary,
     caption,
     evaluate,
+    heldout_seeds,
     markdown_table,
     mean_ci95,
     rich_table,
     summarize,
+    tuning_seeds_of,
 )
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo
-
-EVAL_SEED_BASE = 1_000_000  # held-out evaluation episodes
-TUNING_SEED_BASE = 2_000_000  # episodes the baselines' sweeps may look at
 
 
 def _slug(name: str) -> str:
     return name.lower().replace(" ", "_").replace("-", "_")
-
-
-def calibration_path(config: RunConfig) -> Path:
-    path = Path(config.runtime.calibration)
-    return path if path.is_absolute() else REPO / path
 
 
 def _actuator(config: RunConfig):
@@ -69,14 +63,6 @@ def _actuator(config: RunConfig):
     from warpk.runtime.actuators import NvmlActuator
 
     return NvmlActuator(opt_in=config.runtime.nvml_opt_in)
-
-
-def reward_weights(config: RunConfig) -> dict:
-    """The serving env's reward weights from the run's `reward` group: energy = beta_energy,
-    SLA = gamma_sla (x runtime.sla_penalty). A reward that weighs neither is refused at preflight
-    (RunConfig.check): PPO would be rewarded for finished requests only."""
-    r = config.reward
-    return {"energy_weight": r.beta_energy, "sla_weight": r.gamma_sla}
 
 
 def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
@@ -91,8 +77,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     gpu = load_gpu_profile(rt.gpu)
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, gpu, cal, **weights)
-    eval_seeds = [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(rt.eval_seeds)]
-    tuning_seeds = [TUNING_SEED_BASE + 1000 * config.seed + i for i in range(rt.tuning_seeds)]
+    eval_seeds, tuning_seeds = heldout_seeds(config), tuning_seeds_of(config)
     console.print(
         f"calibration {cal.path} ({cal.gpu}, {cal.model}); cost fit error on held-out measured points: "
         f"decode step time {fit_error.decode_time_mape:.1%}, energy {fit_error.decode_energy_mape:.1%}; "

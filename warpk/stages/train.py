@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from warpk.config import RunConfig
-from warpk.stages.evaluate import results_table, summary_table
+from warpk.report.console import results_table, summary_table
 from warpk.trainers import distributed
 
 HELDOUT_KEYS = (
