@@ -342,15 +342,17 @@ def markdown(report: dict) -> str:
     ]
     for r in report["results"]:
         if "error" in r:
-            lines.append(f"| {r['size']} | {r['generator']} | {r['prompts']} | failed: {r['error']} ||||||")
+            error = r["error"].replace("|", "/")
+            lines.append(f"| {r['size']} | {r['generator']} | {r['prompts']} | failed: {error} |||||||")
             continue
         mem = "-" if r["peak_gpu_mem_gib"] is None else f"{r['peak_gpu_mem_gib']:.1f}"
         gen = "-" if r["gen_tokens_per_s"] is None else f"{r['gen_tokens_per_s']:.0f}"
         first = "-" if r["first_generate_s"] is None else f"{r['first_generate_s']:.1f}"
+        last = "-" if r["last_gen_tokens_per_s"] is None else f"{r['last_gen_tokens_per_s']:.0f}"
         lines.append(
             f"| {r['size']} ({r['params'] / 1e6:,.0f} M) | {r['generator']} | {r['prompts']} | "
             f"{r['completion_tokens']} | {r['steps']} | {r['step_mean_s']:.2f} | {gen} | "
-            f"{r['last_gen_tokens_per_s']:.0f} | {mem} | {first} |"
+            f"{last} | {mem} | {first} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -412,8 +414,8 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"bench_grpo: {size} {r['generator']} x{r['prompts']}: " + (
                     r["error"] if "error" in r else
                     f"step {r['step_mean_s']:.2f} s, generate {r['gen_tokens_per_s'] or 0:.0f} tok/s, "
-                    f"last step {r['last_gen_tokens_per_s']:.0f} tok/s, "
-                    f"first generate {r['first_generate_s']:.1f} s, peak {r['peak_gpu_mem_gib']} GiB"
+                    f"last step {r['last_gen_tokens_per_s'] or 0:.0f} tok/s, "
+                    f"first generate {r['first_generate_s'] or 0:.1f} s, peak {r['peak_gpu_mem_gib']} GiB"
                 ), flush=True)
                 (args.out / "bench_grpo.json").write_text(json.dumps(report, indent=2) + "\n")
     finally:

@@ -469,11 +469,10 @@ class RunConfig(_Checked):
                 f"train.per_device_batch_size x train.gradient_accumulation_steps x train.processes = "
                 f"{batch} must be a multiple of train.num_generations={t.num_generations} (GRPO groups)"
             )
-        if self.stage == "train" and self.model.turns > 1 and self.policy.generator != "hf":
+        if self.stage == "train" and self.model.turns > 1 and self.policy.generator == "vllm":
             raise ConfigError(
-                f"model.turns={self.model.turns} with policy.generator={self.policy.generator} is not "
-                "allowed: the refinement turns are sampled with HF generate; use policy.generator=hf "
-                "or model.turns=1"
+                f"model.turns={self.model.turns} with policy.generator=vllm is not allowed: the "
+                "refinement turns are sampled with HF generate; use policy.generator=hf or model.turns=1"
             )
         if self.stage in ("runtime", "hrl"):
             self._check_runtime()
@@ -487,7 +486,8 @@ class RunConfig(_Checked):
                 f"stage={self.stage} trains the controller on reward.beta_energy (energy) and "
                 f"reward.gamma_sla (SLA), both 0 in reward={r.name}; use model=m4 (reward=hrl) or set them"
             )
-        if self.runtime.actuator == "nvml" and self.hardware.name != self.runtime.gpu:
+        nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
+        if nvml and self.hardware.name != self.runtime.gpu:
             raise ConfigError(
                 f"runtime.actuator=nvml needs hardware={self.runtime.gpu} (runtime.gpu, the simulated "
                 f"GPU), got hardware={self.hardware.name}: the settings PPO learned are that GPU's"

@@ -1,11 +1,13 @@
 """Progress of long work, seen wherever the run is watched.
 
-`progress(console, label, total, log)` is a context manager that yields `update(done, note="")`:
+`progress(console, label, total, log, key=label, initial=0)` is a context manager that yields
+`update(done, note="")`:
 - on a terminal, a rich bar with done/total, elapsed time and an ETA;
 - elsewhere (SLURM logs, pipes), one line each time another tenth is done, with the ETA;
-- to W&B (`log`), `progress/<label>` (fraction done) and `progress/<label>_eta_s` each time
+- to W&B (`log`), `progress/<key>` (fraction done) and `progress/<key>_eta_s` each time
   another twentieth is done.
-The ETA is elapsed x (total - done) / done: the rate so far, no model of what is left.
+The ETA is the rate so far applied to what is left: elapsed x (total - done) / (done - initial),
+where `initial` is what was already done when it started (a resumed job's kept records).
 
 Non-goals: no nesting, no threads (call `update` from the loop that does the work).
 """
@@ -30,11 +32,11 @@ LINES = 10  # lines printed over a run where there is no terminal
 LOGS = 20  # W&B points over a run
 
 
-def eta_s(elapsed_s: float, done: int, total: int) -> float | None:
-    """Seconds left at the rate so far; None before anything is done."""
-    if done <= 0:
+def eta_s(elapsed_s: float, done: int, total: int, initial: int = 0) -> float | None:
+    """Seconds left at the rate so far; None before anything is done here."""
+    if done <= initial:
         return None
-    return elapsed_s * max(total - done, 0) / done
+    return elapsed_s * max(total - done, 0) / (done - initial)
 
 
 def clock(seconds: float | None) -> str:
@@ -46,26 +48,32 @@ def clock(seconds: float | None) -> str:
 
 @contextmanager
 def progress(
-    console: Console, label: str, total: int, log: Callable[[dict], None] | None = None
+    console: Console,
+    label: str,
+    total: int,
+    log: Callable[[dict], None] | None = None,
+    key: str | None = None,
+    initial: int = 0,
 ) -> Iterator[Callable[..., None]]:
     start = time.monotonic()
-    state = {"line": 0, "logged": 0}
     total = max(int(total), 1)
+    state = {"line": initial * LINES // total, "logged": initial * LOGS // total}
+    key = key or label
 
     def report(done: int) -> None:
         elapsed = time.monotonic() - start
+        eta = eta_s(elapsed, done, total, initial)
         if log is not None and done * LOGS >= (state["logged"] + 1) * total:
             state["logged"] = done * LOGS // total
-            log({f"progress/{label}": done / total, f"progress/{label}_eta_s": eta_s(elapsed, done, total)})
+            log({f"progress/{key}": done / total, f"progress/{key}_eta_s": eta})
         if not console.is_terminal and done * LINES >= (state["line"] + 1) * total:
             state["line"] = done * LINES // total
             console.print(
-                f"{label}: {done / total:.0%} ({done}/{total}), {clock(elapsed)} elapsed, "
-                f"ETA {clock(eta_s(elapsed, done, total))}"
+                f"{label}: {done / total:.0%} ({done}/{total}), {clock(elapsed)} elapsed, ETA {clock(eta)}"
             )
 
     if not console.is_terminal:
-        console.print(f"{label}: {total} to do")
+        console.print(f"{label}: {total - initial} to do" + (f" ({initial} done before)" if initial else ""))
 
         def update(done: int, note: str = "") -> None:
             report(done)
@@ -83,7 +91,7 @@ def progress(
         console=console,
         transient=True,
     ) as bar_progress:
-        bar = bar_progress.add_task("", total=total)
+        bar = bar_progress.add_task("", total=total, completed=initial)
 
         def update(done: int, note: str = "") -> None:
             bar_progress.update(bar, completed=done, description=note)

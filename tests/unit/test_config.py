@@ -79,8 +79,6 @@ def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
          "runtime.actuator=nvml needs hardware=h200 (runtime.gpu, the simulated GPU), got hardware=h100"),
         (("model=m4", "reward=kernel"), "stage=runtime trains the controller on reward.beta_energy"),
         (("model=m5", "reward.beta_energy=0", "reward.gamma_sla=0"), "both 0 in reward=hrl"),
-        (("model=m1", "policy=qwen2.5-coder-7b", "model.turns=2"),
-         "model.turns=2 with policy.generator=hf-static is not allowed"),
     ],
 )
 def test_a_stage_that_cannot_run_the_arm_is_refused_naming_both(overrides, message):
@@ -177,6 +175,14 @@ def test_cross_field_checks():
         _compose("reward.reward_no_code=-0.1")  # a missing answer must not beat a compile error
     with pytest.raises(ConfigError, match="need an explicit profile"):
         _compose("hardware.tdp_w=500")  # hardware=auto would silently drop it
+
+
+def test_the_controller_and_generator_rules_leave_valid_runs_alone():
+    # multi-turn samples its turns with HF generate: hf-static (the Qwen default) is fine, vllm is not
+    assert _compose("model=m1", "policy=qwen2.5-coder-7b", "model.turns=3").policy.generator == "hf-static"
+    # stage=hrl has no actuator: the NVML rule is stage=runtime's
+    _compose("model=m5", "hardware=h100", "runtime.actuator=nvml", "runtime.nvml_opt_in=true")
+    _compose("model=m4", "hardware=h200", "runtime.actuator=nvml", "runtime.nvml_opt_in=true")
 
 
 def test_sweep_is_checked_point_by_point_before_launch():

@@ -63,8 +63,9 @@ def _warpk_imports(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import; warpk imports by absolute name"
+            names = [f"warpk.{a.name}" for a in node.names] if node.module == "warpk" else [node.module]
         found += [n.split(".", 1)[1] for n in names if n.startswith("warpk.")]
     return found
 

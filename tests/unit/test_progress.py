@@ -33,3 +33,16 @@ def test_on_a_terminal_it_draws_a_bar_and_still_logs():
         for done in range(1, 5):
             update(done, f"item {done}")
     assert [x["progress/evaluate"] for x in logged] == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_a_resumed_run_counts_only_what_it_did_itself():
+    out, logged = io.StringIO(), []
+    console = Console(file=out, force_terminal=False, width=200)
+    with progress(console, "evaluate", 1000, logged.append, key="eval", initial=500) as update:
+        update(600)
+    first, line = out.getvalue().splitlines()
+    assert first == "evaluate: 500 to do (500 done before)"
+    assert line.startswith("evaluate: 60% (600/1000)")  # the kept records print no lines of their own
+    assert logged == [{"progress/eval": 0.6, "progress/eval_eta_s": logged[0]["progress/eval_eta_s"]}]
+    assert logged[0]["progress/eval_eta_s"] > 0  # 400 left at the rate of the 100 done here
+    assert eta_s(10.0, 600, 1000, initial=500) == 40.0

@@ -94,7 +94,7 @@ def test_ppo_trains_the_same_policy_as_sb3_with_torch_s_argument_checks_on():
 @pytest.mark.slow
 def test_a_short_ppo_run_beats_a_random_policy():
     env = make_env(arrival_rate_rps=2.0, episode_steps=24)
-    # four copies stepped together, as runtime.ppo_envs does by default
+    # four copies stepped together (runtime.ppo_envs=4)
     model = train_ppo(lambda: make_env(arrival_rate_rps=2.0, episode_steps=24), 6000, seed=0, envs=4)
     assert model.n_envs == 4 and model.n_steps * 4 == 480  # one rollout of 480 steps across them
 

@@ -2,9 +2,10 @@
 
 Training episodes come from the environments' own random streams, seeded once from the run seed
 (copy i of `runtime.ppo_envs` with seed + i); evaluation uses fixed held-out seeds
-(stages/runtime.py), so no evaluation trace is trained on. Torch runs on the CPU with one thread:
-the MLP is tiny and the simulator is the cost. With several copies a rollout holds the same 480
-steps (480 / copies each) and the policy runs once per step of all copies, not once per copy.
+(runtime/evaluation.py), so no evaluation trace is trained on. Torch runs on the CPU with one
+thread: the MLP is tiny and the simulator is the cost. With several copies a rollout holds
+480 // copies steps of each (all 480 when the count divides 480, e.g. 4 copies: 120 each), and the
+policy runs once per step of all copies, not once per copy.
 
 Non-goals: no hyperparameter search; no recurrent policy.
 """
@@ -55,6 +56,7 @@ def train_ppo(
     progress: Callable[[int], None] | None = None,
 ):
     """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`."""
+    import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -65,8 +67,6 @@ def train_ppo(
 
         def _on_step(self) -> bool:
             return True
-
-    import torch
 
     env = make_env() if envs == 1 else DummyVecEnv([make_env] * envs)
     model = new_ppo(env, seed, timesteps)

@@ -161,9 +161,8 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
     done = len(records)
     with (
         records_path.open("w") as sink,  # rewritten: a torn last line of a killed attempt goes
-        progress(console, "evaluate", len(items), log) as update,
+        progress(console, "evaluate", len(items), log, initial=done) as update,
     ):
-        update(done)
         for record in records:
             sink.write(record.to_json() + "\n")
 

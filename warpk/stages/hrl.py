@@ -143,7 +143,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     scale = PhaseScale()
     kernels = hrl.choose_kernels(sources, rt.deploy_margin)
     total = 2 * (rt.hrl_rounds * rt.hrl_ppo_timesteps + rt.hrl_joint_timesteps)  # M5's and M4's
-    with progress(console, "M5 rounds (PPO steps of M5 and M4)", total, log) as update:
+    with progress(console, "M5 rounds (PPO steps of M5 and M4)", total, log, key="hrl_rounds") as update:
         done = 0
         for r in range(1, rt.hrl_rounds + 1):
             if rt.hrl_grpo:

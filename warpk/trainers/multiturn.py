@@ -100,7 +100,8 @@ class MultiTurnRollout:
         model.eval()
         try:
             # as trl generates: unwrapped from DDP/ZeRO, activation checkpointing off, trl's own
-            # sampling settings (temperature, max tokens, pad/eos, no torch.compile)
+            # sampling settings (temperature, max tokens, pad/eos; hf-static: its static cache and
+            # compiled decode; hf-paged: plain generate, continuous batching is trl's path only)
             with (
                 unwrap_model_for_generation(
                     trainer.model_wrapped,
