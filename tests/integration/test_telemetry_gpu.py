@@ -7,7 +7,8 @@ Nothing here changes a GPU setting.
 
 import pytest
 
-from warpk.telemetry import EnergyCapture, MeterSettings, NvmlEnergyMeter
+from warpk.telemetry import MeterSettings, NvmlEnergyMeter
+from warpk.telemetry.capture import EnergyCapture
 
 pytestmark = pytest.mark.gpu
 SETTINGS = MeterSettings(min_window_s=1.0, repeats=3, idle_window_s=0.5)

@@ -105,3 +105,17 @@ def test_the_layer_test_sees_an_upward_import(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     with pytest.raises(AssertionError, match="evaluator/bad.py .layer 2. imports warpk.trainers.grpo"):
         test_no_import_goes_from_a_lower_layer_to_a_higher_one()
+
+
+def test_the_evaluator_loads_only_telemetry_s_seam():
+    import subprocess
+
+    code = (
+        "import sys, warpk.telemetry, warpk.evaluator.trusted, warpk.evaluator.untrusted, "
+        "warpk.evaluator.energy; print(sorted(m for m in sys.modules if m.startswith('warpk.telemetry.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(ast.literal_eval(out))
+    assert not loaded & {"warpk.telemetry.capture", "warpk.telemetry.replay", "warpk.telemetry.phases",
+                         "warpk.telemetry.sampler_client"}, loaded  # fmt: skip
+    assert {"warpk.telemetry.meter", "warpk.telemetry.nvml"} <= loaded

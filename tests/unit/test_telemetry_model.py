@@ -9,14 +9,9 @@ import pytest
 from fake_gpu import FakeGpu, fake_nvml
 
 from warpk.config import HardwareConfig
-from warpk.telemetry import (
-    MeterSettings,
-    ModelMeter,
-    NvmlEnergyMeter,
-    measure_candidate,
-    modelled_energy,
-    no_sync,
-)
+from warpk.telemetry import MeterSettings, NvmlEnergyMeter, modelled_energy, no_sync
+from warpk.telemetry.capture import measure_candidate
+from warpk.telemetry.model import ModelMeter
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = HardwareConfig(name="cpu", device="cpu", peak_bf16_tflops=0.2, peak_fp32_tflops=0.2,

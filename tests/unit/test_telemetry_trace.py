@@ -6,18 +6,17 @@ import pytest
 from fake_gpu import FakeGpu
 
 from warpk.telemetry import (
-    EnergyCapture,
     EnergyTrace,
     MeterError,
     MeterSettings,
-    ReplayMeter,
     TraceSample,
-    attribute_prefill_decode,
     load_trace,
     no_sync,
     write_trace,
 )
-from warpk.telemetry.replay import ReplayCounter
+from warpk.telemetry.capture import EnergyCapture
+from warpk.telemetry.phases import attribute_prefill_decode
+from warpk.telemetry.replay import ReplayCounter, ReplayMeter
 
 
 def trace(*points, **kw) -> EnergyTrace:
