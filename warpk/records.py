@@ -5,7 +5,12 @@ field names, `None` wherever something was not measured (never -1 or 0 as a stan
 record schema does not change when measured energy arrives: `energy_source` says where each
 energy figure came from (`nvml`, `sampler`, `model` or `none`).
 
-Non-goals: no I/O beyond (de)serialising one record; no rewards (see warpk.rewards).
+A records file (`records.jsonl`, one record per line, in item order) has one home here:
+`read_records` (strict: a line that is not a record names its file and line), `write_records`,
+`OrderedSink` (records arriving in any order are written in item order, each line flushed, so an
+interrupted run leaves a prefix) and `kept_prefix` (what a killed attempt wrote, for its resume).
+
+Non-goals: no rewards (see warpk.rewards); no other file formats.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import dataclasses
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 STATUSES = (
     "ok",  # compiled, correct on every trial, timed
@@ -166,3 +173,62 @@ def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
     for status in STATUSES:
         summary[f"n_{status}"] = float(counts[status])
     return summary
+
+
+# --- records files -------------------------------------------------------------------------
+def read_records(path: str | Path) -> list[EvalRecord]:
+    """Every record of a records file, in file order (blank lines skipped)."""
+    records = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(EvalRecord.from_json(line))
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path}:{number} is not an evaluation record ({err})") from err
+    return records
+
+
+def write_records(path: str | Path, records: Iterable[EvalRecord]) -> None:
+    Path(path).write_text("".join(r.to_json() + "\n" for r in records))
+
+
+def kept_prefix(path: Path, keys: list[tuple[str, str]], redo: tuple[str, ...]) -> list[EvalRecord]:
+    """The records a killed attempt wrote for a prefix of the items `keys` ((task_id, candidate)
+    each), up to the first that is torn, out of order, or has a status in `redo`."""
+    if not Path(path).exists():
+        return []
+    done: list[EvalRecord] = []
+    for line, key in zip(Path(path).read_text().splitlines(), keys, strict=False):
+        try:
+            record = EvalRecord.from_json(line)
+        except Exception:  # noqa: BLE001 - killed mid-write: evaluate that item again
+            break
+        if (record.task_id, record.candidate) != key or record.status in redo:
+            break
+        done.append(record)
+    return done
+
+
+class OrderedSink:
+    """Writes records to an open file in item order as they arrive in any order (lanes finish
+    out of order), each line flushed; starts with the records kept from an earlier attempt."""
+
+    def __init__(self, file, kept: list[EvalRecord]) -> None:
+        self.file, self.records, self.pending = file, list(kept), {}
+        for record in kept:
+            file.write(record.to_json() + "\n")
+        file.flush()
+
+    def add(self, index: int, record: EvalRecord) -> None:
+        """Record `index` (0-based, over all items, kept ones included) has arrived."""
+        self.pending[index] = record
+        while len(self.records) in self.pending:
+            ready = self.pending.pop(len(self.records))
+            self.file.write(ready.to_json() + "\n")
+            self.records.append(ready)
+        self.file.flush()
+
+    @property
+    def arrived(self) -> int:
+        return len(self.records) + len(self.pending)

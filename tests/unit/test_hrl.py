@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import run_warpk
 from warpk.config import RuntimeConfig, SlaConfig
-from warpk.records import EvalRecord
+from warpk.records import EvalRecord, read_records
 from warpk.runtime import hrl
 from warpk.runtime.calibration import CostModel, PhaseScale, fit_costs, load_calibration
 from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
@@ -127,7 +127,7 @@ def test_measured_records_on_the_served_gpu_make_the_env_faster(tmp_path):
         record("04_rms_norm", hardware="cpu"),
     ]
     path.write_text("".join(r.to_json() + "\n" for r in rows))
-    keep, notes = hrl.usable(hrl.load_records(path), "h200")
+    keep, notes = hrl.usable(read_records(path), "h200")
     assert len(keep) == 2 and notes == ["1 records measured on cpu, not the served h200: not used"]
     kernels = hrl.choose_kernels({"records file": keep})
     assert kernels["norm"].speedup == 1.0  # the cpu record did not count

@@ -59,3 +59,42 @@ def test_record_json_round_trip_keeps_none():
     record = _rec("a", "incorrect")
     back = EvalRecord.from_json(record.to_json())
     assert back == record and back.runtime_ms is None
+
+
+# --- records files -------------------------------------------------------------------------
+def test_the_sink_writes_records_in_item_order_as_they_arrive_in_any_order(tmp_path):
+    from warpk.records import OrderedSink, read_records
+
+    path = tmp_path / "records.jsonl"
+    kept = [_rec("t0", "ok", speedup=1.0)]
+    with path.open("w") as file:
+        sink = OrderedSink(file, kept)
+        sink.add(2, _rec("t2", "incorrect"))  # a lane finished early: held back
+        assert [r.task_id for r in read_records(path)] == ["t0"] and sink.arrived == 2
+        sink.add(1, _rec("t1", "ok", speedup=2.0))
+        assert [r.task_id for r in read_records(path)] == ["t0", "t1", "t2"]  # flushed in order
+    assert [r.task_id for r in sink.records] == ["t0", "t1", "t2"]
+
+
+def test_a_resume_keeps_the_prefix_up_to_a_torn_line_or_a_record_to_redo(tmp_path):
+    from warpk.records import kept_prefix, write_records
+
+    path = tmp_path / "records.jsonl"
+    write_records(path, [_rec("t0", "ok", speedup=1.0), _rec("t1", "crashed"), _rec("t2", "ok", speedup=1.0)])
+    keys = [(f"t{i}", "c.py") for i in range(4)]
+    assert [r.task_id for r in kept_prefix(path, keys, redo=("crashed",))] == ["t0"]
+    assert len(kept_prefix(path, keys, redo=())) == 3
+    assert kept_prefix(path, [("other", "c.py")], redo=()) == []  # not this job's items
+    path.write_text(path.read_text()[:-20])  # killed mid-write
+    assert len(kept_prefix(path, keys, redo=())) == 2
+    assert kept_prefix(tmp_path / "none.jsonl", keys, redo=()) == []
+
+
+def test_reading_a_damaged_records_file_names_the_file_and_line(tmp_path):
+    from warpk.records import read_records, write_records
+
+    path = tmp_path / "records.jsonl"
+    write_records(path, [_rec("t0", "ok", speedup=1.0)])
+    path.write_text(path.read_text() + "\n" + '{"task_id": "x"}\n')
+    with pytest.raises(ValueError, match=r"records.jsonl:3 is not an evaluation record"):
+        read_records(path)

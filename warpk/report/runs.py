@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from warpk.provenance import git_head
-from warpk.records import EvalRecord
+from warpk.records import EvalRecord, read_records
 from warpk.tasks import TaskError
 
 CONFIG_FILE = "resolved_config.yaml"
@@ -109,6 +109,15 @@ def _natural(path: Path) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.parts)
 
 
+def _records(path: Path) -> tuple[EvalRecord, ...]:
+    if not path.is_file():
+        return ()
+    try:
+        return tuple(read_records(path))
+    except ValueError as err:
+        raise ReportError(f"{err}: the run dir is damaged") from err
+
+
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -126,7 +135,7 @@ def load_run(path: Path, arm_keys: list[str], head: str | None) -> Run:
     raw = (path / CONFIG_FILE).read_bytes()
     config = yaml.safe_load(raw) or {}
     summary = json.loads((path / "summary.json").read_text())
-    records = tuple(EvalRecord(**row) for row in _read_jsonl(path / "records.jsonl"))
+    records = _records(path / "records.jsonl")
     recorded = summary.get("git_commit") or config.get("git_commit")
     arm = "/".join([what_ran(config, summary)] + [str(config_value(config, key, path)) for key in arm_keys])
     return Run(

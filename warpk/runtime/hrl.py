@@ -166,11 +166,6 @@ class ClassKernel:
     )
 
 
-def load_records(path: str | Path) -> list[EvalRecord]:
-    lines = Path(path).read_text().splitlines()
-    return [EvalRecord.from_json(x) for x in lines if x.strip()]
-
-
 def usable(records: list[EvalRecord], gpu: str) -> tuple[list[EvalRecord], list[str]]:
     """Records measured on the served GPU profile, and one line per kind left out."""
     keep = [r for r in records if r.hardware == gpu]

@@ -25,7 +25,7 @@ from warpk.config import RunConfig
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.evaluator.static import candidate_backend
 from warpk.progress import progress
-from warpk.records import EvalRecord, summarize
+from warpk.records import EvalRecord, OrderedSink, kept_prefix, summarize
 from warpk.report.console import results_table, summary_table
 from warpk.tasks import TaskError, load_suite, load_task_file
 
@@ -76,20 +76,7 @@ REDO_ON_RESUME = ("crashed", "timeout")
 def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalRecord]:
     """What an earlier attempt of this job wrote for a prefix of `items`, up to the first record a
     requeue may have caused (crashed, timeout) or a torn last line: those items run again."""
-    if not records_path.exists():
-        return []
-    done: list[EvalRecord] = []
-    for line, item in zip(records_path.read_text().splitlines(), items, strict=False):
-        try:
-            record = EvalRecord.from_json(line)
-        except Exception:  # noqa: BLE001 - killed mid-write: evaluate that item again
-            break
-        if (record.task_id, record.candidate) != (item.task.task_id, item.candidate):
-            break
-        if record.status in REDO_ON_RESUME:
-            break
-        done.append(record)
-    return done
+    return kept_prefix(records_path, [(i.task.task_id, i.candidate) for i in items], REDO_ON_RESUME)
 
 
 def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> dict:
@@ -160,22 +147,14 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
         )
     done = len(records)
     with (
-        records_path.open("w") as sink,  # rewritten: a torn last line of a killed attempt goes
+        records_path.open("w") as file,  # rewritten: a torn last line of a killed attempt goes
         progress(console, "evaluate", len(items), log, initial=done) as update,
     ):
-        for record in records:
-            sink.write(record.to_json() + "\n")
-
-        arrived: dict[int, EvalRecord] = {}
+        sink = OrderedSink(file, records)
 
         def on_record(index: int, record: EvalRecord) -> None:  # as records arrive, from lanes
             index += done
-            arrived[index] = record
-            while len(records) in arrived:  # records.jsonl keeps the order of the items
-                ready = arrived.pop(len(records))
-                sink.write(ready.to_json() + "\n")
-                records.append(ready)
-            sink.flush()
+            sink.add(index, record)  # records.jsonl keeps the order of the items
             log(
                 {
                     "eval/index": index,
@@ -183,7 +162,7 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
                     **{f"eval/{k}": getattr(record, k) for k in LOGGED if getattr(record, k) is not None},
                 }
             )
-            update(len(records) + len(arrived), f"{record.task_id} {record.candidate}: {record.status}")
+            update(sink.arrived, f"{record.task_id} {record.candidate}: {record.status}")
 
         ordered = records[:done] + evaluator.evaluate_many(items[done:], on_record=on_record)
     summary = summarize(ordered)

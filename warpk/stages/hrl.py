@@ -38,7 +38,7 @@ from rich.table import Table
 
 from warpk.config import RunConfig
 from warpk.progress import progress
-from warpk.records import EvalRecord
+from warpk.records import EvalRecord, read_records
 from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
 from warpk.runtime.env import REPO, ServingEnv, calibration_path, load_gpu_profile, reward_weights
@@ -110,7 +110,10 @@ def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
     path = _path(rt.kernel_records)
     if not path.is_file():
         sys.exit(f"warpk: runtime.kernel_records={rt.kernel_records}: no such file")
-    records = hrl.load_records(path)
+    try:
+        records = read_records(path)
+    except ValueError as err:
+        sys.exit(f"warpk: runtime.kernel_records: {err}")
     keep, notes = hrl.usable(records, rt.gpu)
     if not keep:
         found = sorted({str(r.hardware) for r in records}) or ["nothing"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.policy import build_prompt, extract_code
-from warpk.records import EvalRecord, summarize
+from warpk.records import EvalRecord, summarize, write_records
 from warpk.tasks import Task
 
 NO_CODE = "no code: the completion has no fenced python block defining class ModelNew"
@@ -171,7 +171,7 @@ def evaluate_policy(
             ]
         records = evaluate_samples(completions, tasks, evaluator, hardware)
         by_turn.append(policy_metrics(records, k))
-    Path(records_path).write_text("".join(r.to_json() + "\n" for r in records))
+    write_records(records_path, records)
     summary = dict(by_turn[-1])
     if turns > 1:
         for t, metrics in enumerate(by_turn):
