@@ -151,7 +151,17 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     ppo = [x for x in summaries if x["policy"] == "M4 PPO"][0]
     assert summary["m4_ppo/energy_per_request_j"] == ppo["energy_per_request_j"]
     assert "fit/decode_time_heldout_mape" in summary and isinstance(summary["ppo_goal_met"], bool)
-    assert (tmp_path / "runtime_results.md").read_text().startswith("### M4 PPO versus baselines")
+    md = (tmp_path / "runtime_results.md").read_text()
+    assert md.startswith("### M4 PPO versus baselines")
+    # the same policy on the three modelled clock curves, statics re-tuned on each
+    assert "### Sensitivity to the MODELLED clock curve" in md
+    for share in ("0", "0.25", "0.5"):
+        assert f"\n| {share} | " in md
+        assert isinstance(summary[f"sensitivity/fixed_power_share_{share}/ppo_paired_saving_mean"], float)
+    # the run's own curve (0) gives the main table's verdict
+    assert summary["sensitivity/fixed_power_share_0/ppo_paired_saving_mean"] == pytest.approx(
+        summary["ppo_paired_saving_mean"]
+    )
     logged = read_offline_run(tmp_path)
     rows = {k: v for row in logged["history"] for k, v in row.items()}
     assert rows["runtime/m4_ppo/energy_per_request_j"] == pytest.approx(ppo["energy_per_request_j"])

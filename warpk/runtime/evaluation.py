@@ -148,3 +148,34 @@ def markdown_table(summaries: list[PolicySummary], title: str, note: str) -> str
     lines = [f"### {title}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(_row(s)) + " |" for s in summaries]
     return "\n".join([*lines, "", note, ""])
+
+
+STATICS = ("static max", "best static cap", "oracle static")
+
+
+def verdict(summaries: list[PolicySummary], per_seed: dict[str, list[EpisodeResult]]) -> dict:
+    """M4 PPO against the best static baseline: the cheapest of STATICS meeting the SLA on every
+    seed (if none does, the one closest to it); the saving by means and paired by seed (same
+    traces: mean and 95% t-interval), the attainment difference, and the goal (>= 10% less
+    energy at equal or better attainment)."""
+    by_name = {s.policy: s for s in summaries}
+    ppo = by_name["M4 PPO"]
+    statics = [by_name[n] for n in STATICS if n in by_name]
+    meeting = [s for s in statics if s.sla_met_seeds == s.n_seeds]
+    if meeting:
+        best = min(meeting, key=lambda s: s.energy_per_request_j)
+    else:
+        best = max(statics, key=lambda s: (s.sla_attainment, -s.energy_per_request_j))
+    out: dict = {"best_static_policy": best.policy}
+    out["ppo_energy_saving_vs_best_static"] = 1.0 - ppo.energy_per_request_j / best.energy_per_request_j
+    paired = [
+        1.0 - a.energy_per_request_j / b.energy_per_request_j
+        for a, b in zip(per_seed[ppo.policy], per_seed[best.policy], strict=True)
+    ]
+    out["ppo_paired_saving_mean"], out["ppo_paired_saving_ci95"] = mean_ci95(paired)
+    out["ppo_sla_attainment_minus_best_static"] = ppo.sla_attainment - best.sla_attainment
+    out["ppo_sla_met_seeds"] = ppo.sla_met_seeds
+    out["ppo_goal_met"] = bool(
+        out["ppo_energy_saving_vs_best_static"] >= 0.10 and ppo.sla_attainment >= best.sla_attainment
+    )
+    return out

@@ -43,12 +43,12 @@ from warpk.runtime.evaluation import (
     evaluate,
     heldout_seeds,
     markdown_table,
-    mean_ci95,
     rich_table,
     summarize,
-    tuning_seeds_of,
+    verdict,
 )
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo
+from warpk.runtime.sensitivity import markdown_rows, sensitivity_rows, start_static_grids
 
 
 def _slug(name: str) -> str:
@@ -77,13 +77,14 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     gpu = load_gpu_profile(rt.gpu)
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, gpu, cal, **weights)
-    eval_seeds, tuning_seeds = heldout_seeds(config), tuning_seeds_of(config)
+    eval_seeds = heldout_seeds(config)
     console.print(
         f"calibration {cal.path} ({cal.gpu}, {cal.model}); cost fit error on held-out measured points: "
         f"decode step time {fit_error.decode_time_mape:.1%}, energy {fit_error.decode_energy_mape:.1%}; "
         f"prefill time {fit_error.prefill_time_mape:.1%}, energy {fit_error.prefill_energy_mape:.1%}"
     )
 
+    pool, grids = start_static_grids(config)  # the static baselines of every clock curve, meanwhile
     started = time.monotonic()
     with progress(console, "PPO", rt.ppo_timesteps, log) as update:
         model = train_ppo(
@@ -94,10 +95,13 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps})
 
     with console.status("baselines: sweeps and the oracle grid"):
-        oracle, _ = baselines.oracle_static(env, eval_seeds)
+        actions = {share: future.result() for share, future in grids.items()}
+        pool.shutdown()
+        oracle_action, cap_action = actions[rt.fixed_power_share]
+        oracle = baselines.StaticPolicy("oracle static", oracle_action)
         policies = [
             baselines.static_max(env),
-            baselines.best_static_cap(env, tuning_seeds),
+            baselines.StaticPolicy("best static cap", cap_action),
             baselines.ZeusPowerLimit(eta=rt.zeus_eta),
             baselines.SloSlackController(),
             oracle,
@@ -144,6 +148,17 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{len(eval_seeds)} seeds -> goal "
         "(>= 10% less energy at equal or better attainment) " + ("MET" if out["ppo_goal_met"] else "NOT met")
     )
+    with console.status("sensitivity to the modelled clock curve"):
+        rows = sensitivity_rows(config, model, actions)
+    sens_title = (f"Sensitivity to the MODELLED clock curve (the same PPO policy; statics re-tuned per "
+                  f"curve), sla={sla.name}")
+    table = markdown_rows(rows, len(eval_seeds))
+    console.print(f"\n{sens_title}\n{table}")
+    with (run_dir / "runtime_results.md").open("a") as md:
+        md.write(f"\n### {sens_title}\n\n{table}")
+    for r in rows:
+        for k in ("ppo_paired_saving_mean", "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):
+            out[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = float(r[k])
     console.print(f"results: {run_dir / 'runtime_results.md'}")
     return out
 
@@ -157,28 +172,7 @@ def _summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train_s:
         for m in METRICS:
             out[f"{_slug(s.policy)}/{m}"] = getattr(s, m)
             out[f"{_slug(s.policy)}/{m}_ci95"] = getattr(s, f"{m}_ci95")
-    by_name = {s.policy: s for s in summaries}
-    ppo = by_name["M4 PPO"]
-    statics = [by_name[n] for n in ("static max", "best static cap", "oracle static")]
-    # the cheapest static meeting the SLA on every seed; if none does, the one closest to it
-    meeting = [s for s in statics if s.sla_met_seeds == s.n_seeds]
-    if meeting:
-        best = min(meeting, key=lambda s: s.energy_per_request_j)
-    else:
-        best = max(statics, key=lambda s: (s.sla_attainment, -s.energy_per_request_j))
-    out["best_static_policy"] = best.policy
-    out["ppo_energy_saving_vs_best_static"] = 1.0 - ppo.energy_per_request_j / best.energy_per_request_j
-    # paired by seed (same traces): mean and 95% t-interval of the per-seed saving
-    paired = [
-        1.0 - a.energy_per_request_j / b.energy_per_request_j
-        for a, b in zip(per_seed[ppo.policy], per_seed[best.policy], strict=True)
-    ]
-    out["ppo_paired_saving_mean"], out["ppo_paired_saving_ci95"] = mean_ci95(paired)
-    out["ppo_sla_attainment_minus_best_static"] = ppo.sla_attainment - best.sla_attainment
-    out["ppo_sla_met_seeds"] = ppo.sla_met_seeds
-    out["ppo_goal_met"] = bool(
-        out["ppo_energy_saving_vs_best_static"] >= 0.10 and ppo.sla_attainment >= best.sla_attainment
-    )
+    out.update(verdict(summaries, per_seed))
     out["fit/decode_time_heldout_mape"] = fit_error.decode_time_mape
     out["fit/decode_energy_heldout_mape"] = fit_error.decode_energy_mape
     out["fit/prefill_time_heldout_mape"] = fit_error.prefill_time_mape

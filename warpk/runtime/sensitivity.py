@@ -1,0 +1,104 @@
+"""How much of M4's result rests on the MODELLED clock curve (issue #15 item 2).
+
+The cap/clock effect is modelled, not measured (warpk.runtime.calibration): `runtime.
+fixed_power_share` is the share of the dynamic power that does not scale with the SM clock. The
+run's trained PPO policy is evaluated again on the held-out seeds with that share at 0, 0.25 and
+0.5, against static max and the static baselines re-tuned on each curve (the best cap on the
+tuning seeds, the oracle on the evaluation seeds, as in the main table). The policy is not
+retrained: the question is whether what it learned still beats the statics if the curve is
+wrong, not what it would learn on another curve.
+
+The static grids are the cost (~14 s a curve on one core), so `start_static_grids` runs them in
+one worker process while PPO trains; `sensitivity_rows` collects them afterwards.
+
+Non-goals: no retraining per curve; no other modelled constants (e.g. the decode rho).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from warpk.config import RunConfig
+from warpk.runtime import baselines
+from warpk.runtime.calibration import load_calibration
+from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
+from warpk.runtime.evaluation import evaluate, heldout_seeds, summarize, tuning_seeds_of, verdict
+from warpk.runtime.ppo import PPOPolicy
+
+SHARES = (0.0, 0.25, 0.5)
+Action = tuple[int, int, int]
+
+
+def shares_of(config: RunConfig) -> list[float]:
+    """SHARES and the run's own share."""
+    return sorted({*SHARES, config.runtime.fixed_power_share})
+
+
+def env_at(config: RunConfig, share: float) -> ServingEnv:
+    rt = dataclasses.replace(config.runtime, fixed_power_share=share)
+    cal = load_calibration(calibration_path(config), allow_fixture=rt.allow_fixture_calibration)
+    return ServingEnv(rt, config.sla, load_gpu_profile(rt.gpu), cal, **reward_weights(config))
+
+
+def static_actions(config: RunConfig, share: float) -> tuple[Action, Action]:
+    """(oracle static, best static cap) settings on the curve with this share."""
+    env = env_at(config, share)
+    oracle, _ = baselines.oracle_static(env, heldout_seeds(config))
+    cap = baselines.best_static_cap(env, tuning_seeds_of(config))
+    return oracle.action, cap.action
+
+
+def start_static_grids(config: RunConfig) -> tuple[ProcessPoolExecutor, dict[float, Future]]:
+    """The static settings of every curve, computed in one spawned worker while the caller works."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return pool, {share: pool.submit(static_actions, config, share) for share in shares_of(config)}
+
+
+def sensitivity_rows(config: RunConfig, model, actions: dict[float, tuple[Action, Action]]) -> list[dict]:
+    """One row per curve: the best static baseline there, PPO against it (warpk.runtime.evaluation
+    .verdict), and both policies' energy and attainment."""
+    rows = []
+    seeds = heldout_seeds(config)
+    for share in shares_of(config):
+        env = env_at(config, share)
+        oracle, cap = actions[share]
+        policies = [
+            baselines.static_max(env),
+            baselines.StaticPolicy("best static cap", cap),
+            baselines.StaticPolicy("oracle static", oracle),
+            PPOPolicy(model),
+        ]
+        per_seed = {p.name: evaluate(env, p, seeds) for p in policies}
+        summaries = [summarize(name, "", results) for name, results in per_seed.items()]
+        v = verdict(summaries, per_seed)
+        by_name = {s.policy: s for s in summaries}
+        best, ppo = by_name[v["best_static_policy"]], by_name["M4 PPO"]
+        action = {p.name: getattr(p, "action", None) for p in policies}[best.policy]
+        rows.append({
+            "fixed_power_share": share,
+            "best_static": f"{best.policy} {env.setting(action).label}",
+            "static_j": best.energy_per_request_j,
+            "ppo_j": ppo.energy_per_request_j,
+            "static_attainment": best.sla_attainment,
+            "ppo_attainment": ppo.sla_attainment,
+            **v,
+        })  # fmt: skip
+    return rows
+
+
+def markdown_rows(rows: list[dict], n_seeds: int) -> str:
+    lines = [
+        "| fixed_power_share | best static | static J/request | PPO J/request | paired saving | "
+        "attainment PPO / static | PPO met SLA | goal |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['fixed_power_share']:g} | {r['best_static']} | {r['static_j']:.1f} | {r['ppo_j']:.1f} | "
+            f"{r['ppo_paired_saving_mean']:.1%} ± {r['ppo_paired_saving_ci95']:.1%} | "
+            f"{r['ppo_attainment']:.3f} / {r['static_attainment']:.3f} | "
+            f"{r['ppo_sla_met_seeds']}/{n_seeds} | {'met' if r['ppo_goal_met'] else 'not met'} |"
+        )
+    return "\n".join(lines) + "\n"
