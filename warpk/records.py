@@ -177,11 +177,10 @@ def summarize(records: list[EvalRecord]) -> dict[str, float | None]:
 
 # --- records files -------------------------------------------------------------------------
 def read_records(path: str | Path) -> list[EvalRecord]:
-    """Every record of a records file, in file order (blank lines skipped)."""
+    """Every record of a records file, in file order: record i is line i + 1 (reports cite lines),
+    so a blank line is refused like any other line that is not a record."""
     records = []
     for number, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
         try:
             records.append(EvalRecord.from_json(line))
         except (ValueError, TypeError) as err:

@@ -95,6 +95,10 @@ def test_reading_a_damaged_records_file_names_the_file_and_line(tmp_path):
 
     path = tmp_path / "records.jsonl"
     write_records(path, [_rec("t0", "ok", speedup=1.0)])
-    path.write_text(path.read_text() + "\n" + '{"task_id": "x"}\n')
-    with pytest.raises(ValueError, match=r"records.jsonl:3 is not an evaluation record"):
+    good = path.read_text()
+    path.write_text(good + '{"task_id": "x"}\n')
+    with pytest.raises(ValueError, match=r"records.jsonl:2 is not an evaluation record"):
+        read_records(path)
+    path.write_text("\n" + good)  # record i must be line i + 1: reports cite lines
+    with pytest.raises(ValueError, match=r"records.jsonl:1 is not an evaluation record"):
         read_records(path)

@@ -158,6 +158,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     for share in ("0", "0.25", "0.5"):
         assert f"\n| {share} | " in md
         assert isinstance(summary[f"sensitivity/fixed_power_share_{share}/ppo_paired_saving_mean"], float)
+        assert isinstance(summary[f"sensitivity/fixed_power_share_{share}/ppo_goal_met"], bool)
     # the run's own curve (0) gives the main table's verdict
     assert summary["sensitivity/fixed_power_share_0/ppo_paired_saving_mean"] == pytest.approx(
         summary["ppo_paired_saving_mean"]

@@ -115,7 +115,7 @@ def _records(path: Path) -> tuple[EvalRecord, ...]:
     try:
         return tuple(read_records(path))
     except ValueError as err:
-        raise ReportError(f"{err}: the run dir is damaged") from err
+        raise ReportError(f"{err}: damaged, or written by a version with another record schema") from err
 
 
 def _read_jsonl(path: Path) -> list[dict]:

@@ -11,6 +11,10 @@
    oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
 5. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
    and runtime_results.md under the run dir, log the same to W&B, print the table.
+6. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
+   against the statics re-tuned with runtime.fixed_power_share at 0, 0.25, 0.5 (and the run's
+   own), appended to runtime_results.md and summary.json. The statics' grids of every curve run
+   in one spawned worker process while PPO trains (shorter with a spare core, longer on one).
 
 Every figure is SIMULATED (measured cost fit + MODELLED cap/clock effect); the table says so.
 With runtime.actuator=nvml (and runtime.nvml_opt_in=true) the PPO policy's settings are also
@@ -85,18 +89,21 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     )
 
     pool, grids = start_static_grids(config)  # the static baselines of every clock curve, meanwhile
-    started = time.monotonic()
-    with progress(console, "PPO", rt.ppo_timesteps, log) as update:
-        model = train_ppo(
-            lambda: ServingEnv(rt, sla, gpu, cal, **weights), rt.ppo_timesteps, config.seed, rt.ppo_envs,
-            lambda n: update(n, f"{n // rt.ppo_envs} steps per env copy"),
-        )
-    train_s = time.monotonic() - started
-    log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps})
+    try:
+        started = time.monotonic()
+        with progress(console, "PPO", rt.ppo_timesteps, log) as update:
+            model = train_ppo(
+                lambda: ServingEnv(rt, sla, gpu, cal, **weights), rt.ppo_timesteps, config.seed, rt.ppo_envs,
+                lambda n: update(n, f"{n // rt.ppo_envs} steps per env copy"),
+            )
+        train_s = time.monotonic() - started
+        log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps})
+        with console.status("baselines: the statics' grids"):
+            actions = {share: future.result() for share, future in grids.items()}
+    finally:  # a failure cancels the grids not yet started instead of waiting for them
+        pool.shutdown(cancel_futures=True)
 
-    with console.status("baselines: sweeps and the oracle grid"):
-        actions = {share: future.result() for share, future in grids.items()}
-        pool.shutdown()
+    with console.status("baselines"):
         oracle_action, cap_action = actions[rt.fixed_power_share]
         oracle = baselines.StaticPolicy("oracle static", oracle_action)
         policies = [
@@ -157,8 +164,9 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     with (run_dir / "runtime_results.md").open("a") as md:
         md.write(f"\n### {sens_title}\n\n{table}")
     for r in rows:
-        for k in ("ppo_paired_saving_mean", "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):
-            out[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = float(r[k])
+        for k in ("best_static_policy", "ppo_energy_saving_vs_best_static", "ppo_paired_saving_mean",
+                  "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):
+            out[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = r[k]
     console.print(f"results: {run_dir / 'runtime_results.md'}")
     return out
 
