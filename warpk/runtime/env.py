@@ -36,15 +36,14 @@ import numpy as np
 import yaml
 
 from warpk.config import ClockProfile, HardwareConfig, RunConfig, RuntimeConfig, SlaConfig
-from warpk.paths import REPO
+from warpk.paths import REPO, from_repo
 from warpk.runtime.calibration import Calibration, CostModel, PhaseScale, fit_costs
 from warpk.runtime.workload import Trace, make_trace
 
 
 def calibration_path(config: RunConfig) -> Path:
     """runtime.calibration, a relative path taken from the repository root."""
-    path = Path(config.runtime.calibration)
-    return path if path.is_absolute() else REPO / path
+    return from_repo(config.runtime.calibration)
 
 
 def reward_weights(config: RunConfig) -> dict:

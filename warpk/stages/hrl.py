@@ -37,20 +37,17 @@ from rich.console import Console
 from rich.table import Table
 
 from warpk.config import RunConfig
+from warpk.paths import from_repo
 from warpk.progress import progress
 from warpk.records import EvalRecord, read_records
 from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
-from warpk.runtime.env import REPO, ServingEnv, calibration_path, load_gpu_profile, reward_weights
+from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
 from warpk.runtime.evaluation import METRICS, caption, evaluate, heldout_seeds, mean_ci95, summarize
 from warpk.runtime.ppo import PPOPolicy, new_ppo
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
 NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
-
-
-def _path(p: str) -> Path:
-    return Path(p) if Path(p).is_absolute() else REPO / p
 
 
 def learn(model, timesteps: int, seed: int) -> None:
@@ -107,7 +104,7 @@ def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
     rt = config.runtime
     if not rt.kernel_records:
         return [], []
-    path = _path(rt.kernel_records)
+    path = from_repo(rt.kernel_records)
     if not path.is_file():
         sys.exit(f"warpk: runtime.kernel_records={rt.kernel_records}: no such file")
     try:
