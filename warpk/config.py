@@ -379,6 +379,9 @@ class RuntimeConfig(_Checked):
     # default run from ~3 to ~2 min here but, trained on one seed, missed sla=mixed on 1 of 5
     # seeds where 1 copy met it (docs/runtime.md); 1 until a multi-seed comparison says otherwise
     ppo_envs: int = number(1, 1, 64)
+    # PPO trained this many times, with seeds seed, seed+1, ...: each model evaluated on the same
+    # held-out episodes, the verdict per training seed and over them (docs/runtime.md, robustness)
+    ppo_seeds: int = number(1, 1, 100)
     tuning_seeds: int = number(3, 1, 1000)  # episodes for the baselines' sweeps (never the eval seeds)
     eval_seeds: int = number(5, 5, 1000)  # held-out episodes every policy is evaluated on
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time

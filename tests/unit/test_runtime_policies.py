@@ -129,13 +129,14 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         "runtime.ppo_timesteps=960",
         "runtime.episode_steps=12",
         "runtime.tuning_seeds=1",
+        "runtime.ppo_seeds=2",  # PPO trained with seeds 0 and 1, both evaluated
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "M4 PPO versus baselines, sla=mixed" in result.stdout and "MODELLED" in result.stdout
     lines = [json.loads(x) for x in (tmp_path / "runtime_results.jsonl").read_text().splitlines()]
     per_seed = [x for x in lines if not x.get("summary")]
     summaries = [x for x in lines if x.get("summary")]
-    assert len(summaries) == 7 and len(per_seed) == 7 * 5
+    assert len(summaries) == 8 and len(per_seed) == 8 * 5
     names = {x["policy"] for x in summaries}
     assert {
         "static max",
@@ -145,6 +146,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         "oracle static",
         "random",
         "M4 PPO",
+        "M4 PPO (train seed 1)",
     } == names
     assert len({x["seed"] for x in per_seed}) == 5
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -163,9 +165,34 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     assert summary["sensitivity/fixed_power_share_0/ppo_paired_saving_mean"] == pytest.approx(
         summary["ppo_paired_saving_mean"]
     )
+    # the verdict per training seed and over them; seed 0's is the main table's
+    assert "### Robustness over PPO training seeds 0..1" in md and "| over 2 (mean ± 95% t) |" in md
+    assert summary["robustness/train_seeds"] == 2 and summary["robustness/goal_met_seeds"] in (0, 1, 2)
+    assert summary["robustness/train_seed_0/ppo_energy_saving_vs_best_static"] == pytest.approx(
+        summary["ppo_energy_saving_vs_best_static"]
+    )
+    other = [x for x in summaries if x["policy"] == "M4 PPO (train seed 1)"][0]
+    assert other["energy_per_request_j"] != ppo["energy_per_request_j"]  # another model, not a copy
     logged = read_offline_run(tmp_path)
     rows = {k: v for row in logged["history"] for k, v in row.items()}
     assert rows["runtime/m4_ppo/energy_per_request_j"] == pytest.approx(ppo["energy_per_request_j"])
+
+
+def test_the_goal_over_training_seeds_holds_only_when_it_holds_on_each():
+    from warpk.runtime.evaluation import across_train_seeds
+
+    def v(saving, attainment, met):
+        return {
+            "ppo_energy_saving_vs_best_static": saving,
+            "ppo_sla_attainment_minus_best_static": attainment,
+            "ppo_goal_met": met,
+        }
+
+    out = across_train_seeds({0: v(0.30, 0.01, True), 1: v(0.20, 0.0, True), 2: v(0.25, -0.02, False)})
+    assert out["train_seeds"] == 3 and out["goal_met_seeds"] == 2 and not out["goal_met_all_seeds"]
+    assert out["saving_mean"] == pytest.approx(0.25)
+    assert out["saving_ci95"] == pytest.approx(mean_ci95([0.30, 0.20, 0.25])[1])
+    assert across_train_seeds({0: v(0.3, 0.0, True), 1: v(0.2, 0.0, True)})["goal_met_all_seeds"]
 
 
 def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):

@@ -109,7 +109,7 @@ def summarize(policy: str, setting: str, results: list[EpisodeResult]) -> Policy
 
 
 def _pm(mean: float, half: float, spec: str) -> str:
-    return format(mean, spec) + ("" if math.isnan(half) else " ± " + format(half, spec))
+    return format(mean, spec) + ("" if math.isnan(half) else " ± " + format(half, spec.lstrip("+")))
 
 
 HEADERS = ("policy", "setting", "J/request", "TTFT p95 s", "E2E p95 s", "SLA attainment", "req/s", "SLA met")
@@ -153,13 +153,23 @@ def markdown_table(summaries: list[PolicySummary], title: str, note: str) -> str
 STATICS = ("static max", "best static cap", "oracle static")
 
 
-def verdict(summaries: list[PolicySummary], per_seed: dict[str, list[EpisodeResult]]) -> dict:
-    """M4 PPO against the best static baseline: the cheapest of STATICS meeting the SLA on every
-    seed (if none does, the one closest to it); the saving by means and paired by seed (same
-    traces: mean and 95% t-interval), the attainment difference, and the goal (>= 10% less
+PPO_NAME = "M4 PPO"  # the run's own training seed; more seeds are named by train_seed_name
+
+
+def train_seed_name(seed: int, first: int) -> str:
+    """The policy name of the PPO model trained with `seed` in a run whose own seed is `first`."""
+    return PPO_NAME if seed == first else f"{PPO_NAME} (train seed {seed})"
+
+
+def verdict(
+    summaries: list[PolicySummary], per_seed: dict[str, list[EpisodeResult]], ppo_name: str = PPO_NAME
+) -> dict:
+    """A PPO policy against the best static baseline: the cheapest of STATICS meeting the SLA on
+    every seed (if none does, the one closest to it); the saving by means and paired by seed
+    (same traces: mean and 95% t-interval), the attainment difference, and the goal (>= 10% less
     energy at equal or better attainment)."""
     by_name = {s.policy: s for s in summaries}
-    ppo = by_name["M4 PPO"]
+    ppo = by_name[ppo_name]
     statics = [by_name[n] for n in STATICS if n in by_name]
     meeting = [s for s in statics if s.sla_met_seeds == s.n_seeds]
     if meeting:
@@ -179,3 +189,41 @@ def verdict(summaries: list[PolicySummary], per_seed: dict[str, list[EpisodeResu
         out["ppo_energy_saving_vs_best_static"] >= 0.10 and ppo.sla_attainment >= best.sla_attainment
     )
     return out
+
+
+def across_train_seeds(verdicts: dict[int, dict]) -> dict:
+    """The verdicts of PPO models trained with different seeds (same evaluation episodes), as
+    one claim: the saving of the means over training seeds (mean and 95% t-interval), the
+    attainment difference likewise, and on how many training seeds the goal was met. The goal
+    holds over training seeds only when it holds on every one of them."""
+    savings = [v["ppo_energy_saving_vs_best_static"] for v in verdicts.values()]
+    attainments = [v["ppo_sla_attainment_minus_best_static"] for v in verdicts.values()]
+    out: dict = {"train_seeds": len(verdicts)}
+    out["saving_mean"], out["saving_ci95"] = mean_ci95(savings)
+    out["attainment_diff_mean"], out["attainment_diff_ci95"] = mean_ci95(attainments)
+    out["goal_met_seeds"] = sum(bool(v["ppo_goal_met"]) for v in verdicts.values())
+    out["goal_met_all_seeds"] = out["goal_met_seeds"] == len(verdicts)
+    return out
+
+
+def train_seeds_markdown(verdicts: dict[int, dict], overall: dict, n_eval: int) -> str:
+    """One row per training seed and one over them (the saving and attainment of the means)."""
+    lines = [
+        "| PPO training seed | best static | saving (means) | paired saving | attainment PPO - static "
+        "| PPO met SLA | goal |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for seed, v in verdicts.items():
+        lines.append(
+            f"| {seed} | {v['best_static_policy']} | {v['ppo_energy_saving_vs_best_static']:.1%} | "
+            f"{_pm(v['ppo_paired_saving_mean'], v['ppo_paired_saving_ci95'], '.1%')} | "
+            f"{v['ppo_sla_attainment_minus_best_static']:+.3f} | {v['ppo_sla_met_seeds']}/{n_eval} | "
+            f"{'met' if v['ppo_goal_met'] else 'not met'} |"
+        )
+    lines.append(
+        f"| over {overall['train_seeds']} (mean ± 95% t) | | "
+        f"{_pm(overall['saving_mean'], overall['saving_ci95'], '.1%')} | | "
+        f"{_pm(overall['attainment_diff_mean'], overall['attainment_diff_ci95'], '+.3f')} | | "
+        f"met on {overall['goal_met_seeds']}/{overall['train_seeds']} |"
+    )
+    return "\n".join(lines) + "\n"

@@ -83,6 +83,26 @@ def train_ppo(
     return model
 
 
+def train_ppo_seeds(
+    make_env: Callable[[], ServingEnv],
+    timesteps: int,
+    seeds: list[int],
+    envs: int = 1,
+    progress: Callable[[int, str], None] | None = None,
+) -> dict[int, object]:
+    """One PPO model per training seed (`train_ppo` each, one after another); `progress(done,
+    note)` counts the steps of all of them."""
+    models = {}
+    for k, seed in enumerate(seeds):
+
+        def update(n: int, before: int = k * timesteps, seed: int = seed) -> None:
+            if progress is not None:
+                progress(before + n, f"training seed {seed}: {n // envs} steps per env copy")
+
+        models[seed] = train_ppo(make_env, timesteps, seed, envs, update)
+    return models
+
+
 @dataclass
 class PPOPolicy:
     """A trained PPO model acting deterministically (the mode of its action distribution)."""

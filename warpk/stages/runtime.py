@@ -9,6 +9,8 @@
 4. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
    oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
+   With runtime.ppo_seeds=N, PPO is trained N times (seeds seed..seed+N-1), every model is
+   evaluated, and a robustness table gives the verdict per training seed and over them.
 5. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
    and runtime_results.md under the run dir, log the same to W&B, print the table.
 6. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
@@ -43,15 +45,18 @@ from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, re
 from warpk.runtime.evaluation import (
     METRICS,
     PolicySummary,
+    across_train_seeds,
     caption,
     evaluate,
     heldout_seeds,
     markdown_table,
     rich_table,
     summarize,
+    train_seed_name,
+    train_seeds_markdown,
     verdict,
 )
-from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo
+from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo_seeds
 from warpk.runtime.sensitivity import markdown_rows, sensitivity_rows, start_static_grids
 
 
@@ -89,19 +94,19 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     )
 
     pool, grids = start_static_grids(config)  # the static baselines of every clock curve, meanwhile
+    train_seeds = [config.seed + k for k in range(rt.ppo_seeds)]
     try:
         started = time.monotonic()
-        with progress(console, "PPO", rt.ppo_timesteps, log) as update:
-            model = train_ppo(
-                lambda: ServingEnv(rt, sla, gpu, cal, **weights), rt.ppo_timesteps, config.seed, rt.ppo_envs,
-                lambda n: update(n, f"{n // rt.ppo_envs} steps per env copy"),
-            )
+        with progress(console, "PPO", rt.ppo_timesteps * len(train_seeds), log) as update:
+            make_env = lambda: ServingEnv(rt, sla, gpu, cal, **weights)  # noqa: E731
+            models = train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update)
         train_s = time.monotonic() - started
-        log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps})
+        log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps, "ppo/train_seeds": len(train_seeds)})
         with console.status("baselines: the statics' grids"):
             actions = {share: future.result() for share, future in grids.items()}
     finally:  # a failure cancels the grids not yet started instead of waiting for them
         pool.shutdown(cancel_futures=True)
+    model = models[config.seed]
 
     with console.status("baselines"):
         oracle_action, cap_action = actions[rt.fixed_power_share]
@@ -113,7 +118,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
             baselines.SloSlackController(),
             oracle,
             RandomPolicy(seed=config.seed),
-            PPOPolicy(model),
+            *(PPOPolicy(m, name=train_seed_name(seed, config.seed)) for seed, m in models.items()),
         ]
     actuator = _actuator(config)
     summaries: list[PolicySummary] = []
@@ -155,10 +160,12 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{len(eval_seeds)} seeds -> goal "
         "(>= 10% less energy at equal or better attainment) " + ("MET" if out["ppo_goal_met"] else "NOT met")
     )
+    if len(models) > 1:
+        _train_seeds_section(config, summaries, per_seed, list(models), run_dir, console, out)
     with console.status("sensitivity to the modelled clock curve"):
         rows = sensitivity_rows(config, model, actions)
-    sens_title = (f"Sensitivity to the MODELLED clock curve (the same PPO policy; statics re-tuned per "
-                  f"curve), sla={sla.name}")
+    sens_title = (f"Sensitivity to the MODELLED clock curve (the same PPO policy, training seed "
+                  f"{config.seed}; statics re-tuned per curve), sla={sla.name}")
     table = markdown_rows(rows, len(eval_seeds))
     console.print(f"\n{sens_title}\n{table}")
     with (run_dir / "runtime_results.md").open("a") as md:
@@ -169,6 +176,22 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
             out[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = r[k]
     console.print(f"results: {run_dir / 'runtime_results.md'}")
     return out
+
+
+def _train_seeds_section(config, summaries, per_seed, train_seeds, run_dir, console, out) -> None:
+    """The verdict per PPO training seed and over them, printed, appended to runtime_results.md
+    and into the summary (robustness/...)."""
+    verdicts = {s: verdict(summaries, per_seed, train_seed_name(s, config.seed)) for s in train_seeds}
+    overall = across_train_seeds(verdicts)
+    title = f"Robustness over PPO training seeds {train_seeds[0]}..{train_seeds[-1]}, sla={config.sla.name}"
+    table = train_seeds_markdown(verdicts, overall, config.runtime.eval_seeds)
+    console.print(f"\n{title}\n{table}")
+    with (run_dir / "runtime_results.md").open("a") as md:
+        md.write(f"\n### {title}\n\n{table}")
+    out.update({f"robustness/{k}": v for k, v in overall.items()})
+    for seed, v in verdicts.items():
+        for k in ("ppo_energy_saving_vs_best_static", "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):
+            out[f"robustness/train_seed_{seed}/{k}"] = v[k]
 
 
 def _summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train_s: float) -> dict:
