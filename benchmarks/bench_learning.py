@@ -87,13 +87,26 @@ def curves(run_dir: Path) -> dict[str, list]:
     return out
 
 
-def one_seed(out: Path, seed: int, k: int, extra: list[str]) -> dict:
+def one_seed(
+    out: Path, seed: int, k: int, extra: list[str], m0_from: Path | None = None, m0_only: bool = False
+) -> dict | None:
+    """M0, M0 evaluated, M1, M1 evaluated for one seed. `m0_from`: the run dirs of an earlier
+    `--m0-only` run, whose M0 (trained with the same seed and overrides) is reused; M0 is
+    evaluated again here so that both evaluations run on this machine."""
     runs = out / "runs" / f"seed{seed}"
     runs.mkdir(parents=True, exist_ok=True)
     common = ["policy=small", "hardware=cpu", f"seed={seed}", f"tasks.subset=[{','.join(TASKS)}]", *extra]
     wall = {}
-    wall["m0_train"] = warpk(runs / "m0", "stage=train", "model=m0", "logger=wandb_offline", *common)
-    adapter = runs / "m0" / "adapter"
+    m0 = runs / "m0"
+    if m0_from is None:
+        wall["m0_train"] = warpk(m0, "stage=train", "model=m0", "logger=wandb_offline", *common)
+    else:
+        m0 = m0_from / "runs" / f"seed{seed}" / "m0"
+        if not (m0 / "adapter").is_dir():
+            raise SystemExit(f"--m0-from {m0_from}: no M0 of seed {seed} at {m0 / 'adapter'}")
+    if m0_only:
+        return None
+    adapter = m0 / "adapter"
     evaluate = ["stage=evaluate", "tasks.split=train", f"train.samples_per_task={k}", "logger=disabled"]
     wall["m0_eval"] = warpk(runs / "m0_eval", *evaluate, f"policy.checkpoint={adapter}", *common)
     wall["m1_train"] = warpk(
@@ -111,7 +124,7 @@ def one_seed(out: Path, seed: int, k: int, extra: list[str]) -> dict:
     result = {"seed": seed, "wall_s": wall, "m1_curves": curves(runs / "m1")}
     for arm in ("m0", "m1"):
         result[arm] = policy_scores(runs / f"{arm}_eval" / "records.jsonl", cfg)
-        heldout = json.loads((runs / arm / "summary.json").read_text())
+        heldout = json.loads(((m0 if arm == "m0" else runs / arm) / "summary.json").read_text())
         result[arm]["heldout_correct_rate"] = heldout.get("correct_rate")
         result[arm]["heldout_pass_at_1"] = heldout.get("pass_at_1")
     print(f"seed {seed}: M0 reward {result['m0']['reward']:.3f} correct {result['m0']['correct_rate']:.3f} | "
@@ -215,13 +228,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--k", type=int, default=16, help="samples per task in each policy evaluation")
+    parser.add_argument("--m0-only", action="store_true", help="train M0 per seed and stop (for --m0-from)")
+    parser.add_argument("--m0-from", type=Path, help="reuse each seed's M0 from an earlier --m0-only --out")
     parser.add_argument(
         "overrides", nargs="*", help="extra warpk overrides for every run, e.g. train.max_steps=10"
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    seeds = [one_seed(args.out, seed, args.k, args.overrides) for seed in args.seeds]
+    seeds = [one_seed(args.out, s, args.k, args.overrides, args.m0_from, args.m0_only) for s in args.seeds]
+    if args.m0_only:
+        print(f"M0 of seeds {args.seeds} under {args.out / 'runs'}")
+        return
     meta = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only",

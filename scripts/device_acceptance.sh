@@ -6,6 +6,9 @@
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256) under $OUT/grpo
+# learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, 2 per job
+#           (taskset), each seed's M0 from .carry/m0 (an `--m0-only` run's --out, made here):
+#           RECIPES ("name:overrides|name:overrides"), SEEDS (1); under $OUT/learn
 # Each part stops itself before LIMIT_S (default 570) so its output comes back.
 set -o pipefail
 export PATH=$PWD/.carry/bin:$PATH PYTHONPATH=$PWD/.carry/py:$PWD NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -34,5 +37,25 @@ case "$1" in
         --sizes ${SIZES:-1.5b 7b} --generators ${GENERATORS:-hf hf-static hf-paged} \
         --prompts ${PROMPTS:-1 4} --steps ${STEPS:-3} --completion-tokens ${TOKENS:-256} 2>&1 \
         | tee "$OUT/grpo.log" | grep -E "^bench_grpo|Error|error" ;;
-  *) echo "usage: $0 tests|refcheck|bench|grpo [LIMIT_S]"; exit 2 ;;
+  learning)
+    SITE=$PWD/.carry/site-packages; export PYTHONPATH=$SITE:$PYTHONPATH
+    if [ -e .carry/train-site.tar.xz ] && [ ! -d "$SITE/trl" ]; then
+        mkdir -p "$SITE" && tar -xJf .carry/train-site.tar.xz -C "$SITE"
+        python -c "import pandas" 2>/dev/null || pip install --quiet --no-deps --target "$SITE" .carry/pandas-*.whl
+    fi
+    mkdir -p "$OUT/learn"; slot=0; IFS='|' read -ra recipes <<< "${RECIPES:?RECIPES=name:overrides|...}"
+    for recipe in "${recipes[@]}"; do
+        name=${recipe%%:*}; overrides=${recipe#*:}
+        for seed in ${SEEDS:-1}; do
+            job=$name-seed$seed; cores=$((2 * slot)),$((2 * slot + 1)); slot=$((slot + 1))
+            # shellcheck disable=SC2086  # the overrides are words
+            (taskset -c "$cores" timeout "$LIMIT" python benchmarks/bench_learning.py --out "/tmp/learn/$job" \
+                --seeds "$seed" --k 16 --m0-from .carry/m0 evaluate.timing_batches=3 \
+                "evaluate.cache_dir=/tmp/learn-cache-$slot" $overrides > "$OUT/learn/$job.log" 2>&1
+             rc=$?; cp "/tmp/learn/$job/bench_learning.json" "$OUT/learn/$job.json" 2>/dev/null
+             echo "$job: rc $rc $(grep -E '^seed' "$OUT/learn/$job.log")") &
+        done
+    done
+    wait ;;
+  *) echo "usage: $0 tests|refcheck|bench|grpo|learning [LIMIT_S]"; exit 2 ;;
 esac

@@ -6,8 +6,19 @@ door); no settings are ever changed on the device.
 
 from __future__ import annotations
 
+import os
+
 # Substring of the NVML device name -> profile in conf/hardware/. Order matters: first match wins.
 GPU_PROFILES = (("H200", "h200"), ("H100", "h100"))
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on: its affinity (a SLURM allocation, `taskset`), not the
+    node's count, which os.cpu_count() gives."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
 
 
 class HardwareError(RuntimeError):

@@ -248,3 +248,15 @@ def test_a_stage_that_cannot_run_exits_with_one_line(tmp_path, monkeypatch):
     with pytest.raises(stages.StageUnavailable, match="stage=report is not available yet: waits for"):
         stages.check_available("report")
     stages.check_available("evaluate")  # every other stage runs
+
+
+def test_usable_cores_follow_the_affinity_not_the_node(monkeypatch):
+    """A SLURM allocation or taskset gives the process fewer cores than the node has: the
+    evaluator's workers and lanes are sized from those."""
+    import os
+
+    from warpk.hardware import usable_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert usable_cores() == 2

@@ -37,7 +37,7 @@ from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator.cache import ResultCache, default_cache_dir, result_key
 from warpk.evaluator.sandbox import resolve_sandbox
 from warpk.evaluator.static import backend_of, check_tree
-from warpk.hardware import resolve_energy
+from warpk.hardware import resolve_energy, usable_cores
 from warpk.records import EvalRecord
 from warpk.tasks import Task
 
@@ -99,7 +99,7 @@ class Evaluator:
         self.cache_dir = Path(protocol.cache_dir) if protocol.cache_dir else default_cache_dir()
         self.cache = ResultCache(self.cache_dir, protocol.result_cache)
         self.lanes = lanes if lanes is not None else self._default_lanes()
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         auto_workers = max(1, min(cores - len(self.lanes), _ram_gb() // 8))
         self.compile_workers = protocol.compile_workers or auto_workers
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.sandbox import PROJECT_ROOT, Limits, UntrustedProcess, worker_env
+from warpk.hardware import usable_cores
 
 POLL_S = 0.05
 SPARE_MIN_CORES = 4  # a lane uses ~3 busy processes while timing: parent, trusted, untrusted
@@ -118,7 +119,7 @@ class Lane:
         self.spare: UntrustedProcess | None = None  # started ahead, importing torch meanwhile
         # Only with cores to spare: its torch import competes with the batch being timed (on
         # 2 cores it stretched honest batches' wall time 10x and made them look like clock lies).
-        self.prefetch = (os.cpu_count() or 1) >= SPARE_MIN_CORES
+        self.prefetch = usable_cores() >= SPARE_MIN_CORES
 
     def close(self) -> None:
         self.trusted.close()
