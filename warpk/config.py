@@ -384,6 +384,14 @@ class RuntimeConfig(_Checked):
     ppo_seeds: int = number(1, 1, 100)
     tuning_seeds: int = number(3, 1, 1000)  # episodes for the baselines' sweeps (never the eval seeds)
     eval_seeds: int = number(5, 5, 1000)  # held-out episodes every policy is evaluated on
+    # heldout: every policy evaluated on the held-out episodes (the claim); tuning: on the tuning
+    # episodes instead, for sweeps over the ppo_* hyper-parameters (docs/runtime.md, "Tuning")
+    evaluate_on: str = one_of("heldout", "heldout", "tuning")
+    # PPO's hyper-parameters (warpk.runtime.ppo); the rest of its settings are fixed there
+    ppo_learning_rate: float = number(3e-4, 1e-7, 1.0)
+    ppo_ent_coef: float = number(0.01, 0.0, 1.0)
+    ppo_gamma: float = number(0.95, 0.0, 1.0)  # ~20 control periods ahead at 0.95
+    ppo_n_epochs: int = number(8, 1, 1000)
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
     actuator: str = one_of("simulated", "simulated", "nvml")
     nvml_opt_in: bool = False  # actuator=nvml changes the GPU's power limit and clocks: say so here

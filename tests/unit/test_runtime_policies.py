@@ -249,3 +249,29 @@ def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_
         (85, 0.89, False),
     )
     assert out["best_static_policy"] == "static max" and not out["ppo_goal_met"]
+
+
+def test_ppo_takes_its_hyperparameters_from_the_runtime_config():
+    import dataclasses
+
+    from warpk.config import RuntimeConfig
+    from warpk.runtime.ppo import hyperparameters, new_ppo
+
+    rt = dataclasses.replace(RuntimeConfig(), ppo_learning_rate=1e-3, ppo_gamma=0.5, ppo_ent_coef=0.0,
+                             ppo_n_epochs=3)  # fmt: skip
+    model = new_ppo(make_env(episode_steps=12), 0, 480, hyperparameters(rt))
+    assert (model.learning_rate, model.gamma, model.ent_coef, model.n_epochs) == (1e-3, 0.5, 0.0, 3)
+
+
+def test_a_tuning_run_is_evaluated_on_the_tuning_episodes_and_says_so():
+    import dataclasses
+
+    from warpk.config import RunConfig
+    from warpk.runtime.evaluation import caption, evaluation_seeds, tuning_seeds_of
+
+    config = RunConfig()
+    tuning = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, evaluate_on="tuning"))
+    assert evaluation_seeds(tuning) == tuning_seeds_of(tuning)
+    assert not set(evaluation_seeds(config)) & set(tuning_seeds_of(config))  # the held-out ones are others
+    assert "TUNING seeds" in caption("mixed", 2, 30, "cal.json", "tuning")
+    assert "held-out seeds" in caption("mixed", 2, 30, "cal.json")

@@ -39,8 +39,12 @@ EVAL_SEED_BASE = 1_000_000  # held-out evaluation episodes
 TUNING_SEED_BASE = 2_000_000  # episodes the baselines' sweeps may look at
 
 
-def heldout_seeds(config: RunConfig) -> list[int]:
-    """The runtime.eval_seeds episodes every policy is evaluated on: never trained or tuned on."""
+def evaluation_seeds(config: RunConfig) -> list[int]:
+    """The episodes every policy is evaluated on: the runtime.eval_seeds held-out ones, never
+    trained or tuned on; with runtime.evaluate_on=tuning the tuning ones instead (a sweep of PPO's
+    hyper-parameters picks on those, so the held-out episodes stay unseen until the claim)."""
+    if config.runtime.evaluate_on == "tuning":
+        return tuning_seeds_of(config)
     return [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(config.runtime.eval_seeds)]
 
 
@@ -128,10 +132,12 @@ def _row(s: PolicySummary) -> tuple[str, ...]:
     )
 
 
-def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str) -> str:
+def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str, split: str = "heldout") -> str:
+    episodes = ("held-out seeds" if split == "heldout" else
+                "TUNING seeds (runtime.evaluate_on=tuning: for choosing hyper-parameters, not a result)")
     return (
         f"sla={sla_name} (TTFT p95 <= {ttft_s:g} s, E2E p95 <= {e2e_s:g} s); mean ± 95% t-interval over "
-        f"held-out seeds. SIMULATED: measured cost fit ({calibration}) with MODELLED power-cap/clock effects."
+        f"{episodes}. SIMULATED: measured cost fit ({calibration}) with MODELLED power-cap/clock effects."
     )
 
 

@@ -17,25 +17,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from warpk.config import RuntimeConfig
 from warpk.runtime.env import ServingEnv
 
-# PPO settings: a rollout is 10 episodes of 48 steps at the defaults; gamma 0.95 looks ~20 control
-# periods ahead, longer than a queue takes to build up and drain under the SLA limits.
+# PPO's fixed settings: a rollout is 10 episodes of 48 steps at the defaults. The tunable ones
+# (learning rate, entropy coefficient, gamma, epochs) come from runtime.ppo_* (hyperparameters).
 PPO_KWARGS = dict(
-    learning_rate=3e-4,
     n_steps=480,
     batch_size=120,
-    n_epochs=8,
-    gamma=0.95,
     gae_lambda=0.9,
-    ent_coef=0.01,
     policy_kwargs=dict(net_arch=[64, 64]),
 )
 
 
-def new_ppo(env, seed: int, timesteps: int | None = None):
-    """An untrained PPO model with PPO_KWARGS on `env` (a ServingEnv, or a VecEnv of copies, which
-    share a rollout). `timesteps` shorter than a rollout shrink the rollout to fit."""
+def hyperparameters(rt: RuntimeConfig) -> dict:
+    """The runtime.ppo_* knobs as sb3 PPO arguments."""
+    return dict(learning_rate=rt.ppo_learning_rate, ent_coef=rt.ppo_ent_coef, gamma=rt.ppo_gamma,
+                n_epochs=rt.ppo_n_epochs)  # fmt: skip
+
+
+def new_ppo(env, seed: int, timesteps: int | None = None, hyper: dict | None = None):
+    """An untrained PPO model with PPO_KWARGS and `hyper` (default: runtime's defaults) on `env`
+    (a ServingEnv, or a VecEnv of copies, which share a rollout). `timesteps` shorter than a
+    rollout shrink the rollout to fit."""
     import torch
     from stable_baselines3 import PPO
 
@@ -44,7 +48,8 @@ def new_ppo(env, seed: int, timesteps: int | None = None):
     rollout = PPO_KWARGS["n_steps"] if timesteps is None else min(PPO_KWARGS["n_steps"], max(timesteps, 8))
     n_steps = max(rollout // copies, 2)
     batch_size = min(PPO_KWARGS["batch_size"], n_steps * copies)
-    kwargs = {**PPO_KWARGS, "n_steps": n_steps, "batch_size": batch_size}
+    hyper = hyperparameters(RuntimeConfig()) if hyper is None else hyper
+    kwargs = {**PPO_KWARGS, **hyper, "n_steps": n_steps, "batch_size": batch_size}
     return PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
 
 
@@ -54,6 +59,7 @@ def train_ppo(
     seed: int,
     envs: int = 1,
     progress: Callable[[int], None] | None = None,
+    hyper: dict | None = None,
 ):
     """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`."""
     import torch
@@ -69,7 +75,7 @@ def train_ppo(
             return True
 
     env = make_env() if envs == 1 else DummyVecEnv([make_env] * envs)
-    model = new_ppo(env, seed, timesteps)
+    model = new_ppo(env, seed, timesteps, hyper)
     # torch.distributions' argument checks cost ~12% of a run and never fire on sb3's own tensors;
     # they use no random numbers, so the trained policy is the same with or without them
     validate = torch.distributions.Distribution._validate_args
@@ -89,6 +95,7 @@ def train_ppo_seeds(
     seeds: list[int],
     envs: int = 1,
     progress: Callable[[int, str], None] | None = None,
+    hyper: dict | None = None,
 ) -> dict[int, object]:
     """One PPO model per training seed (`train_ppo` each, one after another); `progress(done,
     note)` counts the steps of all of them."""
@@ -99,7 +106,7 @@ def train_ppo_seeds(
             if progress is not None:
                 progress(before + n, f"training seed {seed}: {n // envs} steps per env copy")
 
-        models[seed] = train_ppo(make_env, timesteps, seed, envs, update)
+        models[seed] = train_ppo(make_env, timesteps, seed, envs, update, hyper)
     return models
 
 

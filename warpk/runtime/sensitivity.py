@@ -24,7 +24,7 @@ from warpk.config import RunConfig
 from warpk.runtime import baselines
 from warpk.runtime.calibration import load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
-from warpk.runtime.evaluation import evaluate, heldout_seeds, summarize, tuning_seeds_of, verdict
+from warpk.runtime.evaluation import evaluate, evaluation_seeds, summarize, tuning_seeds_of, verdict
 from warpk.runtime.ppo import PPOPolicy
 
 SHARES = (0.0, 0.25, 0.5)
@@ -45,7 +45,7 @@ def env_at(config: RunConfig, share: float) -> ServingEnv:
 def static_actions(config: RunConfig, share: float) -> tuple[Action, Action]:
     """(oracle static, best static cap) settings on the curve with this share."""
     env = env_at(config, share)
-    oracle, _ = baselines.oracle_static(env, heldout_seeds(config))
+    oracle, _ = baselines.oracle_static(env, evaluation_seeds(config))
     cap = baselines.best_static_cap(env, tuning_seeds_of(config))
     return oracle.action, cap.action
 
@@ -60,7 +60,7 @@ def sensitivity_rows(config: RunConfig, model, actions: dict[float, tuple[Action
     """One row per curve: the best static baseline there, PPO against it (warpk.runtime.evaluation
     .verdict), and both policies' energy and attainment."""
     rows = []
-    seeds = heldout_seeds(config)
+    seeds = evaluation_seeds(config)
     for share in shares_of(config):
         env = env_at(config, share)
         oracle, cap = actions[share]

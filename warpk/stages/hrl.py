@@ -43,8 +43,8 @@ from warpk.records import EvalRecord, read_records
 from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
-from warpk.runtime.evaluation import METRICS, caption, evaluate, heldout_seeds, mean_ci95, summarize
-from warpk.runtime.ppo import PPOPolicy, new_ppo
+from warpk.runtime.evaluation import METRICS, caption, evaluate, evaluation_seeds, mean_ci95, summarize
+from warpk.runtime.ppo import PPOPolicy, hyperparameters, new_ppo
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
 NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
@@ -138,7 +138,8 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     sources: dict[str, list[EvalRecord]] = {"records file": from_file} if from_file else {}
     weights = reward_weights(config)
     m4_env, m5_env = ServingEnv(rt, sla, gpu, cal, **weights), ServingEnv(rt, sla, gpu, cal, **weights)
-    m4_model, m5_model = new_ppo(m4_env, config.seed), new_ppo(m5_env, config.seed)
+    hyper = hyperparameters(rt)
+    m4_model, m5_model = new_ppo(m4_env, config.seed, hyper=hyper), new_ppo(m5_env, config.seed, hyper=hyper)
     policy_ok = 0
     scale = PhaseScale()
     kernels = hrl.choose_kernels(sources, rt.deploy_margin)
@@ -172,7 +173,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
         update(done)
     hrl.write_kernels(run_dir / "hrl_kernels.json", kernels, scale, shares)
 
-    seeds = heldout_seeds(config)
+    seeds = evaluation_seeds(config)
     runs = [
         (M4, m4_env, PPOPolicy(m4_model, name=M4), "adaptive"),
         (M5, m5_env, PPOPolicy(m5_model, name=M5), "adaptive"),
@@ -199,7 +200,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     out = _summary(per_seed, summaries, scale, kernels, sources, policy_ok)
     out["hrl/ppo_timesteps_each"] = rt.hrl_rounds * rt.hrl_ppo_timesteps + rt.hrl_joint_timesteps
     log({k: v for k, v in out.items() if isinstance(v, int | float) and not isinstance(v, bool)})
-    note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name)
+    note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
     kernel_t, gain_t = kernel_table(kernels, shares, scale), gain_table(summaries, out)
     console.print(kernel_t)
     for n in notes:

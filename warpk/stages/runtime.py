@@ -48,7 +48,7 @@ from warpk.runtime.evaluation import (
     across_train_seeds,
     caption,
     evaluate,
-    heldout_seeds,
+    evaluation_seeds,
     markdown_table,
     rich_table,
     summarize,
@@ -56,7 +56,7 @@ from warpk.runtime.evaluation import (
     train_seeds_markdown,
     verdict,
 )
-from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo_seeds
+from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds
 from warpk.runtime.sensitivity import markdown_rows, sensitivity_rows, start_static_grids
 
 
@@ -86,7 +86,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     gpu = load_gpu_profile(rt.gpu)
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, gpu, cal, **weights)
-    eval_seeds = heldout_seeds(config)
+    eval_seeds = evaluation_seeds(config)
     console.print(
         f"calibration {cal.path} ({cal.gpu}, {cal.model}); cost fit error on held-out measured points: "
         f"decode step time {fit_error.decode_time_mape:.1%}, energy {fit_error.decode_energy_mape:.1%}; "
@@ -99,7 +99,9 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         started = time.monotonic()
         with progress(console, "PPO", rt.ppo_timesteps * len(train_seeds), log) as update:
             make_env = lambda: ServingEnv(rt, sla, gpu, cal, **weights)  # noqa: E731
-            models = train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update)
+            models = train_ppo_seeds(
+                make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update, hyperparameters(rt)
+            )
         train_s = time.monotonic() - started
         log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps, "ppo/train_seeds": len(train_seeds)})
         with console.status("baselines: the statics' grids"):
@@ -149,16 +151,18 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
             )
 
     title = f"M4 PPO versus baselines, sla={sla.name}"
-    note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name)
+    note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
     console.print(rich_table(summaries, title, note))
     (run_dir / "runtime_results.md").write_text(markdown_table(summaries, title, note))
     out = _summary(summaries, per_seed, fit_error, train_s)
+    tuning = rt.evaluate_on == "tuning"
     saving, attainment = out["ppo_energy_saving_vs_best_static"], out["ppo_sla_attainment_minus_best_static"]
     console.print(
         f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%} (per seed, paired: "
         f"{out['ppo_paired_saving_mean']:.1%} ± {out['ppo_paired_saving_ci95']:.1%}), SLA attainment "
         f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{len(eval_seeds)} seeds -> goal "
         "(>= 10% less energy at equal or better attainment) " + ("MET" if out["ppo_goal_met"] else "NOT met")
+        + (" on the TUNING episodes (runtime.evaluate_on=tuning): not a result" if tuning else "")
     )
     if len(models) > 1:
         _train_seeds_section(config, summaries, per_seed, list(models), run_dir, console, out)
