@@ -59,7 +59,8 @@ def warpk(run_dir: Path, *overrides: str) -> float:
     start = time.perf_counter()
     cmd = [sys.executable, "-m", "warpk", *overrides, f"hydra.run.dir={run_dir}"]
     print("$", " ".join(cmd[1:]), flush=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     (run_dir.parent / f"{run_dir.name}.log").write_text(result.stdout + result.stderr)
     if result.returncode:
@@ -80,6 +81,8 @@ def policy_scores(records_path: Path, cfg: RewardConfig) -> dict:
 
 def curves(run_dir: Path) -> dict[str, list]:
     """Per optimizer step of a GRPO run, from its W&B offline run."""
+    if not (run_dir / "wandb").is_dir():  # logger=disabled (wandb not installed): no curves
+        return {"step": [], **{name: [] for name in CURVE_KEYS}}
     history = [h for h in read_offline_run(run_dir / "wandb")["history"] if "train/reward" in h]
     out: dict[str, list] = {"step": [h["train/global_step"] for h in history]}
     for name, key in CURVE_KEYS.items():

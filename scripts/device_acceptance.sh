@@ -6,7 +6,7 @@
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256) under $OUT/grpo
-# learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, 2 per job
+# learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, CORES_PER_JOB (2) each
 #           (taskset), each seed's M0 from .carry/m0 (an `--m0-only` run's --out, made here):
 #           RECIPES ("name:overrides|name:overrides"), SEEDS (1); under $OUT/learn
 # Each part stops itself before LIMIT_S (default 570) so its output comes back.
@@ -47,7 +47,7 @@ case "$1" in
     for recipe in "${recipes[@]}"; do
         name=${recipe%%:*}; overrides=${recipe#*:}
         for seed in ${SEEDS:-1}; do
-            job=$name-seed$seed; cores=$((2 * slot)),$((2 * slot + 1)); slot=$((slot + 1))
+            n=${CORES_PER_JOB:-2}; job=$name-seed$seed; cores=$((n * slot))-$((n * slot + n - 1)); slot=$((slot + 1))
             # shellcheck disable=SC2086  # the overrides are words
             (taskset -c "$cores" timeout "$LIMIT" python benchmarks/bench_learning.py --out "/tmp/learn/$job" \
                 --seeds "$seed" --k 16 --m0-from .carry/m0 evaluate.timing_batches=3 \

@@ -329,6 +329,11 @@ class TrainConfig(_Checked):
     # a long failed completion weighs more than a short correct one; grpo: a mean per completion
     # first, so every completion of a group weighs the same (docs/training.md, "Does it learn?").
     loss_type: str = one_of("dapo", "dapo", "grpo", "dr_grpo", "bnpo")
+    # GRPO: negative advantages (completions worse than their group's mean) are scaled by this
+    # before the loss; 1 = plain GRPO, 0 = reinforce only the better half. On a memorised policy
+    # the negative half's gradient raised the entropy and undid SFT; 0.1 made GRPO learn on the
+    # CPU (docs/training.md, "Does it learn?").
+    negative_advantage_weight: float = number(1.0, 0.0, 1.0)
     max_prompt_length: int = number(4096, 16, 1_000_000)  # tokens; longer task prompts are left out
     max_length: int = number(2048, 16, 1_000_000)  # SFT: prompt + solution tokens, truncated beyond
     save_steps: int = number(50, 1)  # checkpoint every N steps (and always at the last step)

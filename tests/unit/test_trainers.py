@@ -433,3 +433,21 @@ def test_multiturn_rollout_keeps_the_template_when_a_turn_is_empty(tmp_path):
     full = tok.apply_chat_template(conversation, tokenize=False)
     assert full.startswith(tok.decode(out["prompt_ids"][0] + out["completion_ids"][0]))
     assert out["env_mask"][0][0] == 1  # the sampled eos is the policy's
+
+
+def test_negative_advantages_are_scaled_after_trl_computes_them(monkeypatch):
+    """train.negative_advantage_weight: the better completions of a group keep their advantage,
+    the worse ones keep a share of theirs; 1 is trl's own trainer, untouched."""
+    import torch
+    from trl import GRPOTrainer
+
+    from warpk.trainers.grpo import trainer_class
+
+    assert trainer_class(1.0) is GRPOTrainer
+    batch = {"advantages": torch.tensor([1.0, -2.0, 0.5, -0.5, 0.0])}
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", lambda self, inputs: dict(batch))
+    cls = trainer_class(0.1)
+    out = cls._generate_and_score_completions(object.__new__(cls), inputs=[])
+    assert torch.allclose(out["advantages"], torch.tensor([1.0, -0.2, 0.5, -0.05, 0.0]))
+    assert config("policy=small").train.negative_advantage_weight == 0.1  # small_cpu's recipe
+    assert config().train.negative_advantage_weight == 1.0  # plain GRPO elsewhere

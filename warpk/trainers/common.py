@@ -11,12 +11,12 @@ Non-goals: no training loop here; no hydra.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
 from warpk.config import RunConfig
 from warpk.evaluator import Evaluator, default_cache_dir
+from warpk.hardware import usable_cores
 from warpk.rewards.terms import reads_energy
 from warpk.trainers import distributed
 from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, load_trained, write_stamp
@@ -101,7 +101,7 @@ def build_evaluator(config: RunConfig, for_reward: bool = False) -> Evaluator:
         print(f"evaluate.energy=auto: reward={config.reward.name} reads no energy, so training "
               "completions are evaluated without it (held-out evaluation still measures it)", flush=True)
     if distributed.world_size() > 1 and not protocol.compile_workers:  # the node's cores, shared
-        workers = distributed.compile_workers(os.cpu_count() or 1)
+        workers = distributed.compile_workers(usable_cores())
         protocol = dataclasses.replace(protocol, compile_workers=workers)
     return Evaluator(protocol, config.hardware, config.tasks.shape, config.seed,
                      lanes=distributed.lanes(config.hardware.device))

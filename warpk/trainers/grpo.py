@@ -11,7 +11,8 @@ trainer, train (resuming from the run dir's latest checkpoint), save the adapter
 - On the CPU energy is modelled: the energy/power/ipw terms are None for every record, trl logs
   their mean as None (W&B keeps the key with a null value; docs/training.md).
 
-Non-goals: no custom loss. `model.turns=k > 1` swaps `total` for the discounted return over
+Non-goals: no custom loss (`train.negative_advantage_weight` < 1 rescales trl's advantages,
+nothing more). `model.turns=k > 1` swaps `total` for the discounted return over
 refinement turns (warpk.trainers.multiturn).
 """
 
@@ -81,9 +82,27 @@ def enable_compiled_decode(trainer) -> None:
     trainer.generation_config.disable_compile = False
 
 
+def trainer_class(negative_advantage_weight: float):
+    """trl's GRPOTrainer, or (weight < 1) one whose negative advantages are scaled by the weight
+    after trl computed them (group-centred, scaled by `scale_rewards`) and before its loss."""
+    from trl import GRPOTrainer
+
+    if negative_advantage_weight == 1.0:
+        return GRPOTrainer
+
+    class WeightedNegatives(GRPOTrainer):
+        def _generate_and_score_completions(self, inputs):
+            batch = super()._generate_and_score_completions(inputs)
+            a = batch["advantages"]
+            batch["advantages"] = a.where(a >= 0, a * negative_advantage_weight)
+            return batch
+
+    return WeightedNegatives
+
+
 def build_trainer(config: RunConfig, run_dir: Path, source):
     """The GRPOTrainer for `config`, its rewards reading records from `source`."""
-    from trl import GRPOTrainer
+    GRPOTrainer = trainer_class(config.train.negative_advantage_weight)  # noqa: N806 - a class
 
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
