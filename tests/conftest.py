@@ -4,6 +4,7 @@ Set before anything imports torch, transformers or wandb (FACTS.md: with 2 cores
 busy process, torch steps ran up to 100x slower without OMP_NUM_THREADS=1).
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -29,6 +30,19 @@ os.environ["WARPK_CACHE_DIR"] = os.path.join(_STATE, "warpk-cache")  # builds an
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
+
+
+@functools.cache
+def hardware_profile(name: str):
+    """conf/hardware/<name>.yaml as a run gets it: composed by Hydra, typed (HardwareConfig)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from warpk.config import register_configs
+
+    register_configs()  # the typed schema conf/config.yaml composes on
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3", job_name="warpk"):
+        return OmegaConf.to_object(compose("config", overrides=[f"hardware={name}"])).hardware
 
 
 def run_warpk(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

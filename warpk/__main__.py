@@ -16,6 +16,7 @@ import itertools
 import json
 import logging
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -86,6 +87,9 @@ def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunCon
     return dataclasses.replace(run, hardware=OmegaConf.to_object(node))
 
 
+RENAMED = {"runtime.gpu": "hardware@runtime.served (h200 | h100)"}  # old key -> what replaced it
+
+
 def _explain(err: BaseException) -> str:
     """One line for a composition error: the key, the bad value and what is allowed."""
     if isinstance(err, MissingConfigException) and err.options and err.missing_cfg_file:
@@ -101,6 +105,12 @@ def _explain(err: BaseException) -> str:
     if field is not None:
         value = getattr(cause, "value", None)
         return f"{key}={value!r} is not allowed; allowed: {describe_allowed(field)}"
+    unknown = re.search(r"Could not override '([^']+)'", str(err))
+    if unknown:
+        key = unknown.group(1)
+        if key in RENAMED:
+            return f"{key} is no longer a key: use {RENAMED[key]}"
+        return f"{key} is not a config key (`python -m warpk --cfg job` lists them)"
     return " ".join(str(err).split())
 
 

@@ -352,9 +352,11 @@ class RuntimeConfig(_Checked):
     """stage=runtime / hrl: the serving environment, M4 PPO and its baselines (issue #6)."""
 
     KEY: ClassVar[str] = "runtime"
-    # The simulated GPU: its power-cap range and clock profiles come from conf/hardware/<gpu>.yaml
-    # (the run's own `hardware` may be cpu: nothing here runs on the device unless actuator=nvml).
-    gpu: str = one_of("h200", "h200", "h100")
+    # The served (simulated) GPU: a second instance of the hardware group, selected with
+    # `hardware@runtime.served=h100` (conf/config.yaml: h200). Its power-cap range and clock
+    # profiles are the controller's actions; the run's own `hardware` may be cpu: nothing here
+    # runs on the device unless actuator=nvml.
+    served: HardwareConfig = field(default_factory=HardwareConfig)
     # Measured calibration (docs/runtime.md); a relative path is relative to the repository root.
     calibration: str = "warpk/runtime/data/h200_qwen2.5-7b.json"
     allow_fixture_calibration: bool = False  # tests only: accept a file marked "fixture"
@@ -407,7 +409,7 @@ class RuntimeConfig(_Checked):
     hrl_grpo_steps: int = number(1, 1, 1_000_000)  # GRPO optimizer steps per round
     hrl_ppo_timesteps: int = number(9600, 1, 100_000_000)  # PPO control steps per round
     hrl_joint_timesteps: int = number(4800, 0, 100_000_000)  # the last PPO round, final cost model
-    kernel_records: str | None = None  # records.jsonl of measured kernels on runtime.gpu (+ the policy's)
+    kernel_records: str | None = None  # records.jsonl of kernels measured on the served GPU (+ the policy's)
     # A kernel is deployed only when its speedup interval (speedup_low) is above 1; a record without
     # an interval (written before evaluator v2) needs speedup > 1 + this margin instead
     deploy_margin: float = number(0.03, 0.0, 1.0)
@@ -502,10 +504,16 @@ class RunConfig(_Checked):
                 f"stage={self.stage} trains the controller on reward.beta_energy (energy) and "
                 f"reward.gamma_sla (SLA), both 0 in reward={r.name}; use model=m4 (reward=hrl) or set them"
             )
-        nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
-        if nvml and self.hardware.name != self.runtime.gpu:
+        served = self.runtime.served
+        if served.power_cap_min_w is None or served.power_cap_max_w is None or not served.clock_profiles:
             raise ConfigError(
-                f"runtime.actuator=nvml needs hardware={self.runtime.gpu} (runtime.gpu, the simulated "
+                f"stage={self.stage} serves on hardware@runtime.served={served.name}, which has no power-cap "
+                "range or clock profiles to control; allowed: hardware@runtime.served=h200 or h100"
+            )
+        nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
+        if nvml and self.hardware.name != served.name:
+            raise ConfigError(
+                f"runtime.actuator=nvml needs hardware={served.name} (hardware@runtime.served, the simulated "
                 f"GPU), got hardware={self.hardware.name}: the settings PPO learned are that GPU's"
             )
 

@@ -61,6 +61,17 @@ def test_the_arm_picks_its_stage(arm, stage):
     assert _compose(f"model={arm}").stage == stage
 
 
+def test_the_served_gpu_is_a_second_instance_of_the_hardware_group():
+    run = _compose("model=m4")
+    assert run.runtime.served.name == "h200" and run.hardware.name == "cpu"  # the job's own: no GPU here
+    assert [c.name for c in run.runtime.served.clock_profiles] == ["max", "balanced", "efficient"]
+    h100 = _compose("model=m4", "hardware@runtime.served=h100").runtime.served
+    assert (h100.name, h100.power_cap_max_w) == ("h100", 700)
+    nvml = _compose("model=m4", "hardware=h100", "hardware@runtime.served=h100", "runtime.actuator=nvml",
+                    "runtime.nvml_opt_in=true")  # fmt: skip
+    assert nvml.runtime.served.name == nvml.hardware.name == "h100"
+
+
 def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
     assert _compose("model=m1", "stage=evaluate").stage == "evaluate"  # evaluate with m1's reward
     assert _compose("model=m4", "stage=report").stage == "report"
@@ -76,7 +87,10 @@ def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
         (("model=m1", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
         (("model=m5", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
         (("model=m4", "hardware=h100", "runtime.actuator=nvml", "runtime.nvml_opt_in=true"),
-         "runtime.actuator=nvml needs hardware=h200 (runtime.gpu, the simulated GPU), got hardware=h100"),
+         "runtime.actuator=nvml needs hardware=h200 (hardware@runtime.served, the simulated GPU), "
+         "got hardware=h100"),
+        (("model=m4", "hardware@runtime.served=cpu"),
+         "hardware@runtime.served=cpu, which has no power-cap range or clock profiles to control"),
         (("model=m4", "reward=kernel"), "stage=runtime trains the controller on reward.beta_energy"),
         (("model=m5", "reward.beta_energy=0", "reward.gamma_sla=0"), "both 0 in reward=hrl"),
     ],
@@ -161,6 +175,8 @@ def test_detect_gpu_names_with_a_fake_nvml():
             "evaluate.timing_batches=1",
             "evaluate.timing_batches=1 is not allowed; allowed: an integer in [2, 10000]",
         ),
+        ("runtime.gpu=h100", "runtime.gpu is no longer a key: use hardware@runtime.served (h200 | h100)"),
+        ("runtime.gpux=1", "runtime.gpux is not a config key (`python -m warpk --cfg job` lists them)"),
     ],
 )
 def test_bad_override_names_key_and_allowed_values(override, expected):

@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_warpk
+from tests.conftest import hardware_profile, run_warpk
 from warpk.config import RuntimeConfig, SlaConfig
+from warpk.paths import REPO
 from warpk.records import EvalRecord, read_records
 from warpk.runtime import hrl
 from warpk.runtime.calibration import CostModel, PhaseScale, fit_costs, load_calibration
-from warpk.runtime.env import REPO, ServingEnv, load_gpu_profile
+from warpk.runtime.env import ServingEnv
 
 FIXTURE = "tests/data/runtime_calibration_fixture.json"
 NO_CAP_W = 1e9  # a cap that never binds: only the kernel multipliers change the cost
@@ -36,7 +37,7 @@ def record(task, status="ok", speedup=3.0, hardware="h200", source="nvml", energ
 def make_env(scale=None):
     cal = load_calibration(FIXTURE, allow_fixture=True)
     cfg = RuntimeConfig(allow_fixture_calibration=True, episode_steps=12)
-    return ServingEnv(cfg, SlaConfig(), load_gpu_profile("h200"), cal, kernel_scale=scale)
+    return ServingEnv(cfg, SlaConfig(), hardware_profile("h200"), cal, kernel_scale=scale)
 
 
 def episode(env, seed=7):
@@ -62,7 +63,7 @@ def test_op_classes_map_served_ops_and_leave_others_out():
 
 
 def test_modelled_shares_are_fractions_and_matmul_dominates():
-    shares = hrl.phase_shares(RuntimeConfig(), load_gpu_profile("h200"))
+    shares = hrl.phase_shares(RuntimeConfig(), hardware_profile("h200"))
     for phase in ("prefill", "decode"):
         assert 0.0 < sum(shares[phase].values()) <= 1.0
         assert shares[phase]["matmul"] > 0.5
@@ -107,13 +108,13 @@ def test_an_incorrect_or_slower_kernel_never_changes_the_cost_model():
     ]
     kernels = hrl.choose_kernels({"policy": records})
     assert all(k.speedup == 1.0 and k.energy_ratio == 1.0 and not k.deployed for k in kernels.values())
-    scale = hrl.kernel_scale(kernels, hrl.phase_shares(RuntimeConfig(), load_gpu_profile("h200")))
+    scale = hrl.kernel_scale(kernels, hrl.phase_shares(RuntimeConfig(), hardware_profile("h200")))
     assert hrl.is_identity(scale)
 
 
 def test_with_no_correct_kernel_the_m5_env_equals_the_m4_env():
     kernels = hrl.choose_kernels({"policy": [record("09_matmul", status="incorrect", speedup=9.0)]})
-    scale = hrl.kernel_scale(kernels, hrl.phase_shares(RuntimeConfig(), load_gpu_profile("h200")))
+    scale = hrl.kernel_scale(kernels, hrl.phase_shares(RuntimeConfig(), hardware_profile("h200")))
     m4_traj, m4 = episode(make_env())
     m5_traj, m5 = episode(make_env(scale))
     assert np.array_equal(m4_traj, m5_traj) and m4 == m5
@@ -131,7 +132,7 @@ def test_measured_records_on_the_served_gpu_make_the_env_faster(tmp_path):
     assert len(keep) == 2 and notes == ["1 records measured on cpu, not the served h200: not used"]
     kernels = hrl.choose_kernels({"records file": keep})
     assert kernels["norm"].speedup == 1.0  # the cpu record did not count
-    scale = hrl.kernel_scale(kernels, hrl.phase_shares(RuntimeConfig(), load_gpu_profile("h200")))
+    scale = hrl.kernel_scale(kernels, hrl.phase_shares(RuntimeConfig(), hardware_profile("h200")))
     m4_env, m5_env = make_env(), make_env(scale)
     t4, _ = m4_env.cost.decode_step(32, 32 * 600, 700.0, None)
     t5, _ = m5_env.cost.decode_step(32, 32 * 600, 700.0, None)

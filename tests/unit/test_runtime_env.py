@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from tests.conftest import hardware_profile
 from warpk.config import ConfigError, RuntimeConfig, SlaConfig
 from warpk.runtime.calibration import CalibrationError, CostModel, fit_costs, heldout_error, load_calibration
-from warpk.runtime.env import ServingEnv, load_gpu_profile
+from warpk.runtime.env import ServingEnv
 
 FIXTURE = "tests/data/runtime_calibration_fixture.json"
 STATIC_MAX = np.array([0, 0, 4])  # 700 W, default clocks, concurrency 128
@@ -19,7 +20,7 @@ def make_env(sla=None, **runtime):
     runtime.setdefault("allow_fixture_calibration", True)
     cfg = RuntimeConfig(**runtime)
     cal = load_calibration(FIXTURE, allow_fixture=cfg.allow_fixture_calibration)
-    return ServingEnv(cfg, sla or SlaConfig(), load_gpu_profile("h200"), cal)
+    return ServingEnv(cfg, sla or SlaConfig(), hardware_profile("h200"), cal)
 
 
 def run_episode(env, action, seed):
@@ -137,7 +138,7 @@ def test_the_reward_weights_of_the_run_weigh_the_energy_and_sla_terms():
     tight = SlaConfig(ttft_p95_s=0.001, e2e_p95_s=0.01)  # every request late
 
     def returns(**weights):
-        env = ServingEnv(cfg, tight, load_gpu_profile("h200"), cal, **weights)
+        env = ServingEnv(cfg, tight, hardware_profile("h200"), cal, **weights)
         _, rewards, result = run_episode(env, STATIC_MAX, seed=3)
         return rewards.sum(), result
 

@@ -33,10 +33,9 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import yaml
 
 from warpk.config import ClockProfile, HardwareConfig, RunConfig, RuntimeConfig, SlaConfig
-from warpk.paths import REPO, from_repo
+from warpk.paths import from_repo
 from warpk.runtime.calibration import Calibration, CostModel, PhaseScale, fit_costs
 from warpk.runtime.workload import Trace, make_trace
 
@@ -72,13 +71,6 @@ OBS_NAMES = (
 )
 OBS_MAX = 10.0
 RECENT_WINDOWS = 3  # the "recent" percentiles cover the requests finished in the last 3 periods
-
-
-def load_gpu_profile(name: str) -> HardwareConfig:
-    """The hardware profile conf/hardware/<name>.yaml as a checked HardwareConfig."""
-    doc = yaml.safe_load((REPO / "conf" / "hardware" / f"{name}.yaml").read_text())
-    doc["clock_profiles"] = [ClockProfile(**c) for c in doc.get("clock_profiles", [])]
-    return HardwareConfig(**doc)
 
 
 @dataclass(frozen=True)

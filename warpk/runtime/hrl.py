@@ -5,7 +5,7 @@
    attention, norm or activation (`TASK_CLASS`, by task name). Tasks of ops the served model does
    not run (cross-entropy, conv1d, group norm, ...) map to none and never change the env.
 2. Op-class shares of a serving step, per phase: MODELLED, never measured. A roofline of the
-   architecture's FLOPs and bytes on `runtime.gpu`'s datasheet peaks (`phase_shares`) at one
+   architecture's FLOPs and bytes on the served GPU's datasheet peaks (`phase_shares`) at one
    representative point per phase (a prefill of the mean prompt; a decode step at the median
    concurrency with mean context). Energy shares are taken equal to time shares (MODELLED: equal
    power across op classes).

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from warpk.config import RunConfig
 from warpk.runtime import baselines
 from warpk.runtime.calibration import load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
+from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
 from warpk.runtime.evaluation import evaluate, evaluation_seeds, summarize, tuning_seeds_of, verdict
 from warpk.runtime.ppo import PPOPolicy
 
@@ -39,7 +39,7 @@ def shares_of(config: RunConfig) -> list[float]:
 def env_at(config: RunConfig, share: float) -> ServingEnv:
     rt = dataclasses.replace(config.runtime, fixed_power_share=share)
     cal = load_calibration(calibration_path(config), allow_fixture=rt.allow_fixture_calibration)
-    return ServingEnv(rt, config.sla, load_gpu_profile(rt.gpu), cal, **reward_weights(config))
+    return ServingEnv(rt, config.sla, rt.served, cal, **reward_weights(config))
 
 
 def static_actions(config: RunConfig, share: float) -> tuple[Action, Action]:

@@ -9,7 +9,7 @@ Rounds r = 1 .. runtime.hrl_rounds:
      task of a served op class; they are evaluated (<run_dir>/grpo/round<r>_records.jsonl).
   2. Deployment: per op class, the fastest correct candidate so far (policy rounds and
      runtime.kernel_records) beating the reference (warpk.runtime.hrl); only records measured on
-     the served GPU (runtime.gpu) count. Amdahl over MODELLED op-class shares gives the cost
+     the served GPU (hardware@runtime.served) count. Amdahl over MODELLED op-class shares gives the cost
      model's multipliers; the M5 env takes them.
   3. PPO round: the M5 controller trains `runtime.hrl_ppo_timesteps` more steps on that env.
 Joint fine-tuning: a last PPO round of `runtime.hrl_joint_timesteps` on the final cost model (all
@@ -42,7 +42,7 @@ from warpk.progress import progress
 from warpk.records import EvalRecord, read_records
 from warpk.runtime import baselines, hrl
 from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
+from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
 from warpk.runtime.evaluation import METRICS, caption, evaluate, evaluation_seeds, mean_ci95, summarize
 from warpk.runtime.ppo import PPOPolicy, hyperparameters, new_ppo
 
@@ -111,12 +111,12 @@ def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
         records = read_records(path)
     except ValueError as err:
         sys.exit(f"warpk: runtime.kernel_records: {err}")
-    keep, notes = hrl.usable(records, rt.gpu)
+    keep, notes = hrl.usable(records, rt.served.name)
     if not keep:
         found = sorted({str(r.hardware) for r in records}) or ["nothing"]
         sys.exit(
             f"warpk: runtime.kernel_records={rt.kernel_records} holds records of {', '.join(found)}, "
-            f"none measured on the served GPU runtime.gpu={rt.gpu}: refused"
+            f"none measured on the served GPU hardware@runtime.served={rt.served.name}: refused"
         )
     return keep, notes
 
@@ -132,7 +132,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
         sys.exit(f"warpk: {err}")
     if "Qwen2.5-7B" not in cal.model:
         sys.exit(f"warpk: stage=hrl models op-class shares of Qwen2.5-7B; the calibration is of {cal.model}")
-    gpu = load_gpu_profile(rt.gpu)
+    gpu = rt.served
     shares = hrl.phase_shares(rt, gpu)
     from_file, notes = file_records(config)
     sources: dict[str, list[EvalRecord]] = {"records file": from_file} if from_file else {}
@@ -151,7 +151,7 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
                 update(done, f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling")
                 records = grpo_round(config, run_dir, r, log)
                 policy_ok += sum(x.status == "ok" for x in records)
-                on_gpu, left_out = hrl.usable(records, rt.gpu)
+                on_gpu, left_out = hrl.usable(records, rt.served.name)
                 notes += [f"policy round {r}: {n}" for n in left_out]
                 sources[f"policy round {r}"] = on_gpu
                 console.print(

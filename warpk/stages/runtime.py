@@ -4,7 +4,7 @@
 
 1. Load the calibration file (`runtime.calibration`, measured on the GPU; a test fixture is
    refused) and report the cost fit's error on held-out measured points.
-2. Build `ServingEnv` for `runtime.gpu` (its cap range and clock profiles) and the `sla` regime.
+2. Build `ServingEnv` for `hardware@runtime.served` (its cap range and clock profiles) and the `sla` regime.
 3. Train PPO for `runtime.ppo_timesteps` control steps on training episodes.
 4. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
@@ -41,7 +41,7 @@ from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.runtime import baselines
 from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, load_gpu_profile, reward_weights
+from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
 from warpk.runtime.evaluation import (
     METRICS,
     PolicySummary,
@@ -83,7 +83,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         fit_error = heldout_error(cal)
     except CalibrationError as err:
         sys.exit(f"warpk: {err}")
-    gpu = load_gpu_profile(rt.gpu)
+    gpu = rt.served
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, gpu, cal, **weights)
     eval_seeds = evaluation_seeds(config)
