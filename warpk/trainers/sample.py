@@ -29,8 +29,9 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from warpk.evaluator import EvalItem, Evaluator
-from warpk.policy import build_prompt, extract_code
+from warpk.evaluator import Evaluator
+from warpk.policy import build_prompt
+from warpk.policy.completions import score_completions
 from warpk.records import EvalRecord, summarize, write_records
 from warpk.tasks import Task
 
@@ -84,20 +85,13 @@ def evaluate_samples(
 ) -> list[EvalRecord]:
     """Records of every completion (task order, then sample order); ONE evaluate_many call."""
     by_id = {t.task_id: t for t in tasks}
-    slots, items = [], []
-    records: list[EvalRecord | None] = []
-    for task_id, texts in completions.items():
-        for j, text in enumerate(texts):
-            code = extract_code(text)
-            if code is None:
-                records.append(no_code_record(by_id[task_id], text, j, hardware))
-            else:
-                slots.append((len(records), j))
-                items.append(EvalItem(by_id[task_id], code, f"sample{j}"))
-                records.append(None)
-    for (index, j), record in zip(slots, evaluator.evaluate_many(items) if items else [], strict=True):
-        records[index] = _with_sample(record, j)
-    return records  # type: ignore[return-value]
+    entries = [(by_id[task_id], text, j) for task_id, texts in completions.items()
+               for j, text in enumerate(texts)]  # fmt: skip
+    records = score_completions(evaluator, [(task, text, f"sample{j}") for task, text, j in entries])
+    return [
+        no_code_record(task, text, j, hardware) if record is None else _with_sample(record, j)
+        for record, (task, text, j) in zip(records, entries, strict=True)
+    ]
 
 
 def _verdict(record: EvalRecord) -> EvalRecord | None:

@@ -1,9 +1,9 @@
-"""The GRPO reward source: completions -> code -> ONE `evaluate_many` per reward batch.
+"""The GRPO reward source: completions -> records (warpk.policy.completions), ONE
+`evaluate_many` per reward batch.
 
 Each completion is bound to the task of its own prompt (the `task_id` column trl repeats per
-generation), never to a position in the batch: the earlier implementation scored completion i
-against task i mod 8 (notes/seed_repo_audit.md). A completion without a fenced python block
-defining `ModelNew` gets no record (None), which the rewards score at the no-code tier.
+generation). A completion without code gets no record (None), which the rewards score at the
+no-code tier.
 
 `counts` accumulates what the evaluator said over the run, for the summary.
 
@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from warpk.evaluator import EvalItem, Evaluator
-from warpk.policy import extract_code
+from warpk.evaluator import Evaluator
+from warpk.policy.completions import score_completions
 from warpk.records import EvalRecord
 from warpk.rewards.adapters import completion_text
 from warpk.tasks import Task
@@ -39,14 +39,10 @@ class EvaluatorSource:
         unknown = sorted(set(task_ids) - set(self.tasks))
         if unknown:
             raise KeyError(f"completions for tasks this source does not know: {unknown}")
-        codes = [extract_code(completion_text(c)) for c in completions]
-        slots = [i for i, code in enumerate(codes) if code is not None]
-        items = [
-            EvalItem(self.tasks[task_ids[i]], codes[i], f"batch{self.batches}-completion{i}") for i in slots
-        ]
-        records: list[EvalRecord | None] = [None] * len(completions)
-        for i, record in zip(slots, self.evaluator.evaluate_many(items) if items else [], strict=True):
-            records[i] = record
+        records = score_completions(self.evaluator, [
+            (self.tasks[task_id], completion_text(c), f"batch{self.batches}-completion{i}")
+            for i, (c, task_id) in enumerate(zip(completions, task_ids, strict=True))
+        ])  # fmt: skip
         self.batches += 1
         self.counts.update("no_code" if r is None else r.status for r in records)
         self.last = records
