@@ -220,7 +220,7 @@ def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
 def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_closest():
     from warpk.runtime.calibration import heldout_error, load_calibration
     from warpk.runtime.env import EpisodeResult
-    from warpk.stages.runtime import _summary
+    from warpk.runtime.results import run_summary
 
     def episodes(energy, attainment, met):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, met) for s in SEEDS]
@@ -228,7 +228,7 @@ def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_
     def run(statics, ppo):
         per_seed = {name: episodes(*v) for name, v in {**statics, "M4 PPO": ppo}.items()}
         summaries = [summarize(name, "-", rs) for name, rs in per_seed.items()]
-        return _summary(summaries, per_seed, heldout_error(load_calibration(FIXTURE, True)), 1.0)
+        return run_summary(summaries, per_seed, heldout_error(load_calibration(FIXTURE, True)), 1.0)
 
     out = run(
         {

@@ -1,0 +1,122 @@
+"""What a `stage=runtime` run measures and reports, once its policies exist.
+
+- `run_policies`: every policy on the evaluation episodes, each episode and each policy's summary
+  written to runtime_results.jsonl as it finishes and logged to W&B;
+- `run_summary`: summary.json's metrics (every policy's means and intervals, the verdict, the cost
+  fit's held-out error); `verdict_line` the one line printed under the table;
+- `train_seeds_section` and `sensitivity_section`: a Markdown section each (title, table) and
+  their summary keys, for the robustness over PPO training seeds and over the modelled clock curve.
+
+Every figure is SIMULATED (warpk.runtime.env); the captions say so.
+
+Non-goals: no training (warpk.runtime.ppo); no printing (the stage prints).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from warpk.config import RunConfig
+from warpk.runtime.env import EpisodeResult, ServingEnv
+from warpk.runtime.evaluation import (
+    METRICS,
+    PolicySummary,
+    across_train_seeds,
+    evaluate,
+    summarize,
+    train_seed_name,
+    train_seeds_markdown,
+    verdict,
+)
+from warpk.runtime.ppo import PPOPolicy
+from warpk.runtime.sensitivity import markdown_rows, sensitivity_rows
+
+Section = tuple[str, str, dict]  # (title, Markdown table, summary keys)
+
+
+def slug(name: str) -> str:
+    return name.lower().replace(" ", "_").replace("-", "_")
+
+
+def run_policies(
+    env: ServingEnv, policies: list, seeds: list[int], actuator, sink: Path, log: Callable[[dict], None]
+) -> tuple[list[PolicySummary], dict[str, list[EpisodeResult]]]:
+    """Every policy on `seeds`; PPO policies drive `actuator` (None: simulated only) meanwhile."""
+    summaries: list[PolicySummary] = []
+    per_seed: dict[str, list[EpisodeResult]] = {}
+    with sink.open("w") as out:
+        for policy in policies:
+            if actuator is not None and isinstance(policy, PPOPolicy):
+                with actuator:
+                    results = evaluate(env, policy, seeds, actuator.apply)
+            else:
+                results = evaluate(env, policy, seeds)
+            setting = env.setting(policy.action).label if hasattr(policy, "action") else "adaptive"
+            for r in results:
+                out.write(json.dumps({"policy": policy.name, "setting": setting, **asdict(r)}) + "\n")
+            per_seed[policy.name] = results
+            summary = summarize(policy.name, setting, results)
+            out.write(json.dumps({"summary": True, **summary.to_dict()}) + "\n")
+            summaries.append(summary)
+            log({f"runtime/{slug(policy.name)}/{k}": v for k, v in summary.to_dict().items()
+                 if isinstance(v, int | float)})  # fmt: skip
+    return summaries, per_seed
+
+
+def run_summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train_s: float) -> dict:
+    out: dict = {
+        "energy_source": "simulated (measured cost fit + modelled cap/clock)",
+        "ppo_train_s": train_s,
+    }
+    for s in summaries:
+        for m in METRICS:
+            out[f"{slug(s.policy)}/{m}"] = getattr(s, m)
+            out[f"{slug(s.policy)}/{m}_ci95"] = getattr(s, f"{m}_ci95")
+    out.update(verdict(summaries, per_seed))
+    out["fit/decode_time_heldout_mape"] = fit_error.decode_time_mape
+    out["fit/decode_energy_heldout_mape"] = fit_error.decode_energy_mape
+    out["fit/prefill_time_heldout_mape"] = fit_error.prefill_time_mape
+    out["fit/prefill_energy_heldout_mape"] = fit_error.prefill_energy_mape
+    return out
+
+
+def verdict_line(out: dict, n_eval: int, tuning: bool) -> str:
+    saving, attainment = out["ppo_energy_saving_vs_best_static"], out["ppo_sla_attainment_minus_best_static"]
+    return (
+        f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%} (per seed, paired: "
+        f"{out['ppo_paired_saving_mean']:.1%} ± {out['ppo_paired_saving_ci95']:.1%}), SLA attainment "
+        f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{n_eval} seeds -> goal "
+        "(>= 10% less energy at equal or better attainment) " + ("MET" if out["ppo_goal_met"] else "NOT met")
+        + (" on the TUNING episodes (runtime.evaluate_on=tuning): not a result" if tuning else "")
+    )
+
+
+def train_seeds_section(
+    config: RunConfig, summaries: list[PolicySummary], per_seed: dict, train_seeds: list[int], n_eval: int
+) -> Section:
+    """The verdict per PPO training seed and over them (robustness/... keys)."""
+    verdicts = {s: verdict(summaries, per_seed, train_seed_name(s, config.seed)) for s in train_seeds}
+    overall = across_train_seeds(verdicts)
+    title = f"Robustness over PPO training seeds {train_seeds[0]}..{train_seeds[-1]}, sla={config.sla.name}"
+    keys = {f"robustness/{k}": v for k, v in overall.items()}
+    for seed, v in verdicts.items():
+        for k in ("ppo_energy_saving_vs_best_static", "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):
+            keys[f"robustness/train_seed_{seed}/{k}"] = v[k]
+    return title, train_seeds_markdown(verdicts, overall, n_eval), keys
+
+
+def sensitivity_section(config: RunConfig, model, actions: dict, n_eval: int) -> Section:
+    """The run's own PPO policy against the statics re-tuned per modelled clock curve
+    (sensitivity/fixed_power_share_<share>/... keys)."""
+    rows = sensitivity_rows(config, model, actions)
+    title = (f"Sensitivity to the MODELLED clock curve (the same PPO policy, training seed "
+             f"{config.seed}; statics re-tuned per curve), sla={config.sla.name}")  # fmt: skip
+    keys = {}
+    for r in rows:
+        for k in ("best_static_policy", "ppo_energy_saving_vs_best_static", "ppo_paired_saving_mean",
+                  "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):  # fmt: skip
+            keys[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = r[k]
+    return title, markdown_rows(rows, n_eval), keys
