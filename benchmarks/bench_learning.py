@@ -18,6 +18,10 @@ difference with its interval. The goal (issue #14): M1 above M0 by more than the
 
     python benchmarks/bench_learning.py --out docs/data/learning-cpu [--seeds 0 1 2 --k 16]
 
+`--m0-only` stops after each seed's M0; `--m0-from DIR` then reuses those (checked: trained with
+the same seed) for recipes compared side by side (scripts/device_acceptance.sh learning): M0 is
+evaluated again on the machine that evaluates M1, and M0's held-out figures are DIR's.
+
 Writes bench_learning.json, bench_learning.md and learning_curves.png to --out, and keeps every
 run dir (records.jsonl, W&B offline runs) under --out/runs/.
 """
@@ -36,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.config import RewardConfig  # noqa: E402
+from warpk.hardware import usable_cores  # noqa: E402
 from warpk.records import EvalRecord  # noqa: E402
 from warpk.report.stats import t_interval  # noqa: E402
 from warpk.rewards import total_reward  # noqa: E402
@@ -107,6 +112,9 @@ def one_seed(
         m0 = m0_from / "runs" / f"seed{seed}" / "m0"
         if not (m0 / "adapter").is_dir():
             raise SystemExit(f"--m0-from {m0_from}: no M0 of seed {seed} at {m0 / 'adapter'}")
+        trained = (m0 / "resolved_config.yaml").read_text() if (m0 / "resolved_config.yaml").is_file() else ""
+        if f"\nseed: {seed}\n" not in f"\n{trained}":
+            raise SystemExit(f"--m0-from {m0_from}: {m0} was not trained with seed={seed}")
     if m0_only:
         return None
     adapter = m0 / "adapter"
@@ -245,7 +253,7 @@ def main() -> None:
         return
     meta = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, CPU only",
+        "machine": f"{platform.machine()}, {usable_cores()} cores (of {os.cpu_count()}), CPU only",
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "k": args.k,
         "tasks": TASKS,

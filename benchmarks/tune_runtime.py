@@ -62,11 +62,14 @@ def run_job(out: Path, point: tuple[str, ...], regime: str, extra: list[str]) ->
     row = {"point": list(point), "regime": regime, "wall_s": time.perf_counter() - start}
     if result.returncode:
         row["error"] = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        return row
-    summary = json.loads((run_dir / "summary.json").read_text())
-    row.update({k: summary[k] for k in KEYS})
+    else:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        row.update({k: summary[k] for k in KEYS})
     with (out / "rows.jsonl").open("a") as sink:  # kept if the sweep is stopped before its table
         sink.write(json.dumps(row) + "\n")
+    if "error" in row:
+        print(f"{name} {regime}: failed: {row['error']}", flush=True)
+        return row
     print(f"{name} {regime}: saving {row[KEYS[0]]:.1%}, attainment {row[KEYS[1]]:+.3f}, goal "
           f"{'met' if row['ppo_goal_met'] else 'not met'} ({row['wall_s']:.0f} s)", flush=True)  # fmt: skip
     return row

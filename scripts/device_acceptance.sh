@@ -44,6 +44,8 @@ case "$1" in
         python -c "import pandas" 2>/dev/null || pip install --quiet --no-deps --target "$SITE" .carry/pandas-*.whl
     fi
     mkdir -p "$OUT/learn"; slot=0; IFS='|' read -ra recipes <<< "${RECIPES:?RECIPES=name:overrides|...}"
+    want=$(( ${#recipes[@]} * $(wc -w <<< "${SEEDS:-1}") * ${CORES_PER_JOB:-2} ))
+    [ "$want" -le "$(nproc)" ] || { echo "learning: $want cores asked, $(nproc) here"; exit 2; }
     for recipe in "${recipes[@]}"; do
         name=${recipe%%:*}; overrides=${recipe#*:}
         for seed in ${SEEDS:-1}; do
@@ -53,9 +55,9 @@ case "$1" in
                 --seeds "$seed" --k 16 --m0-from .carry/m0 evaluate.timing_batches=3 \
                 "evaluate.cache_dir=/tmp/learn-cache-$slot" $overrides > "$OUT/learn/$job.log" 2>&1
              rc=$?; cp "/tmp/learn/$job/bench_learning.json" "$OUT/learn/$job.json" 2>/dev/null
-             echo "$job: rc $rc $(grep -E '^seed' "$OUT/learn/$job.log")") &
+             echo "$job: rc $rc $(grep -E '^seed' "$OUT/learn/$job.log")"; exit $rc) &
         done
     done
-    wait ;;
+    failed=0; for pid in $(jobs -p); do wait "$pid" || failed=1; done; exit $failed ;;
   *) echo "usage: $0 tests|refcheck|bench|grpo|learning [LIMIT_S]"; exit 2 ;;
 esac

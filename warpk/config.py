@@ -386,7 +386,7 @@ class RuntimeConfig(_Checked):
     # default run from ~3 to ~2 min here but, trained on one seed, missed sla=mixed on 1 of 5
     # seeds where 1 copy met it (docs/runtime.md); 1 until a multi-seed comparison says otherwise
     ppo_envs: int = number(1, 1, 64)
-    # PPO trained this many times, with seeds seed, seed+1, ...: each model evaluated on the same
+    # PPO trained this many times, with seeds seed, seed+1000, ...: each model evaluated on the same
     # held-out episodes, the verdict per training seed and over them (docs/runtime.md, robustness)
     ppo_seeds: int = number(1, 1, 100)
     tuning_seeds: int = number(3, 1, 1000)  # episodes for the baselines' sweeps (never the eval seeds)
@@ -509,6 +509,13 @@ class RunConfig(_Checked):
             raise ConfigError(
                 f"stage={self.stage} serves on hardware@runtime.served={served.name}, which has no power-cap "
                 "range or clock profiles to control; allowed: hardware@runtime.served=h200 or h100"
+            )
+        rt = self.runtime
+        if self.stage == "hrl" and (rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout"):
+            raise ConfigError(
+                f"stage=hrl trains one PPO model per arm on one env and reports on the held-out episodes: "
+                f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on} "
+                "are stage=runtime's (model=m4); allowed here: 1, 1, heldout"
             )
         nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
         if nvml and self.hardware.name != served.name:

@@ -129,7 +129,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         "runtime.ppo_timesteps=960",
         "runtime.episode_steps=12",
         "runtime.tuning_seeds=1",
-        "runtime.ppo_seeds=2",  # PPO trained with seeds 0 and 1, both evaluated
+        "runtime.ppo_seeds=2",  # PPO trained with seeds 0 and 1000, both evaluated
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "M4 PPO versus baselines, sla=mixed" in result.stdout and "MODELLED" in result.stdout
@@ -146,7 +146,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         "oracle static",
         "random",
         "M4 PPO",
-        "M4 PPO (train seed 1)",
+        "M4 PPO (train seed 1000)",
     } == names
     assert len({x["seed"] for x in per_seed}) == 5
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -166,13 +166,17 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         summary["ppo_paired_saving_mean"]
     )
     # the verdict per training seed and over them; seed 0's is the main table's
-    assert "### Robustness over PPO training seeds 0..1" in md and "| over 2 (mean ± 95% t) |" in md
-    assert summary["robustness/train_seeds"] == 2 and summary["robustness/goal_met_seeds"] in (0, 1, 2)
+    assert "### Robustness over PPO training seeds 0, 1000" in md and "| over 2 (mean ± 95% t) |" in md
+    assert summary["robustness/train_seeds"] == 2
+    assert summary["robustness/goal_met_seeds"] == sum(
+        summary[f"robustness/train_seed_{s}/ppo_goal_met"] for s in (0, 1000)
+    )
     assert summary["robustness/train_seed_0/ppo_energy_saving_vs_best_static"] == pytest.approx(
         summary["ppo_energy_saving_vs_best_static"]
     )
-    other = [x for x in summaries if x["policy"] == "M4 PPO (train seed 1)"][0]
+    other = [x for x in summaries if x["policy"] == "M4 PPO (train seed 1000)"][0]
     assert other["energy_per_request_j"] != ppo["energy_per_request_j"]  # another model, not a copy
+    assert summary["m4_ppo_train_seed_1000/energy_per_request_j"] == other["energy_per_request_j"]
     logged = read_offline_run(tmp_path)
     rows = {k: v for row in logged["history"] for k, v in row.items()}
     assert rows["runtime/m4_ppo/energy_per_request_j"] == pytest.approx(ppo["energy_per_request_j"])
@@ -215,6 +219,12 @@ def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
     )
     assert missing.returncode != 0 and "no such file" in missing.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "b" / "summary.json").exists()
+    other_gpu = run_warpk(  # an H100 served on the H200's cost fit: refused, not silently mixed
+        "model=m4", "logger=disabled", f"hydra.run.dir={tmp_path / 'c'}", "hardware@runtime.served=h100",
+        f"runtime.calibration={FIXTURE}", "runtime.allow_fixture_calibration=true",
+    )  # fmt: skip
+    assert other_gpu.returncode != 0
+    assert other_gpu.stderr.strip().splitlines()[-1].startswith("warpk: hardware@runtime.served=h100 but")
 
 
 def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_closest():
@@ -275,3 +285,26 @@ def test_a_tuning_run_is_evaluated_on_the_tuning_episodes_and_says_so():
     assert not set(evaluation_seeds(config)) & set(tuning_seeds_of(config))  # the held-out ones are others
     assert "TUNING seeds" in caption("mixed", 2, 30, "cal.json", "tuning")
     assert "held-out seeds" in caption("mixed", 2, 30, "cal.json")
+    from warpk.runtime.results import verdict_line
+
+    out = {"ppo_energy_saving_vs_best_static": 0.3, "ppo_sla_attainment_minus_best_static": 0.0,
+           "best_static_policy": "static max", "ppo_paired_saving_mean": 0.3, "ppo_paired_saving_ci95": 0.1,
+           "ppo_sla_met_seeds": 3, "ppo_goal_met": True}  # fmt: skip
+    tuning = verdict_line(out, 3, tuning=True)
+    assert tuning.endswith("MET on the TUNING episodes (runtime.evaluate_on=tuning): not a result")
+    assert verdict_line(out, 3, tuning=False).endswith("MET")
+
+
+def test_the_training_seeds_never_share_an_env_stream():
+    import dataclasses
+
+    from warpk.config import RunConfig
+    from warpk.runtime.ppo import train_seeds_of
+
+    config = RunConfig()
+    rt = dataclasses.replace(config.runtime, ppo_seeds=3, ppo_envs=4)
+    run = dataclasses.replace(config, seed=1, runtime=rt)
+    seeds = train_seeds_of(run)
+    assert seeds[0] == 1 and len(seeds) == 3
+    streams = [s + i for s in seeds for i in range(rt.ppo_envs)]  # env copy i is seeded seed + i
+    assert len(set(streams)) == len(streams)

@@ -1,6 +1,7 @@
 """The kernel-writing policy: loading (tiny or a local Qwen cache), LoRA settings, prompt and extraction.
 
-Non-goals: training loops (warpk.stages) and scoring (warpk.rewards).
+`completions` turns completions into evaluator records (one home for the reward source and the
+policy evaluation). Non-goals: training loops (warpk.trainers) and reward arithmetic (warpk.rewards).
 """
 
 from warpk.policy.load import PolicyWeightsMissing, expected_hf_path, hf_cache_dir, load_policy, lora_config

@@ -1,13 +1,14 @@
 """M4: PPO (stable-baselines3) on `ServingEnv`, and the trained policy as an evaluation `Policy`.
 
-Training episodes come from the environments' own random streams, seeded once from the run seed
-(copy i of `runtime.ppo_envs` with seed + i); evaluation uses fixed held-out seeds
-(runtime/evaluation.py), so no evaluation trace is trained on. Torch runs on the CPU with one
-thread: the MLP is tiny and the simulator is the cost. With several copies a rollout holds
-480 // copies steps of each (all 480 when the count divides 480, e.g. 4 copies: 120 each), and the
-policy runs once per step of all copies, not once per copy.
+Training episodes come from the environments' own random streams, seeded once from the training
+seed (copy i of `runtime.ppo_envs` with seed + i; `train_seeds_of` for runtime.ppo_seeds > 1);
+evaluation uses fixed held-out (or, for tuning, tuning) episodes (runtime/evaluation.py), so no
+evaluation trace is trained on. The tunable hyper-parameters are runtime.ppo_* (`hyperparameters`).
+Torch runs on the CPU with one thread: the MLP is tiny and the simulator is the cost. With several
+copies a rollout holds 480 // copies steps of each (all 480 when the count divides 480, e.g. 4
+copies: 120 each), and the policy runs once per step of all copies, not once per copy.
 
-Non-goals: no hyperparameter search; no recurrent policy.
+Non-goals: no hyperparameter search here (benchmarks/tune_runtime.py); no recurrent policy.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from warpk.config import RuntimeConfig
+from warpk.config import RunConfig, RuntimeConfig
 from warpk.runtime.env import ServingEnv
 
 # PPO's fixed settings: a rollout is 10 episodes of 48 steps at the defaults. The tunable ones
@@ -87,6 +88,16 @@ def train_ppo(
     if progress is not None:
         progress(timesteps)
     return model
+
+
+TRAIN_SEED_STRIDE = 1000  # training seeds seed, seed+1000, ...: copy i of a model trains on seed + i
+
+
+def train_seeds_of(config: RunConfig) -> list[int]:
+    """The runtime.ppo_seeds training seeds of a run: its own seed first, the others 1000 apart, so
+    that no env copy (seeded seed + i, i < runtime.ppo_envs) of one model replays another's and a
+    sweep over seed=0,1,2 trains different models."""
+    return [config.seed + TRAIN_SEED_STRIDE * k for k in range(config.runtime.ppo_seeds)]
 
 
 def train_ppo_seeds(

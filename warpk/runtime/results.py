@@ -15,6 +15,7 @@ Non-goals: no training (warpk.runtime.ppo); no printing (the stage prints).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -38,7 +39,8 @@ Section = tuple[str, str, dict]  # (title, Markdown table, summary keys)
 
 
 def slug(name: str) -> str:
-    return name.lower().replace(" ", "_").replace("-", "_")
+    """A policy name as a metric key: 'M4 PPO (train seed 1000)' -> 'm4_ppo_train_seed_1000'."""
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 def run_policies(
@@ -100,7 +102,7 @@ def train_seeds_section(
     """The verdict per PPO training seed and over them (robustness/... keys)."""
     verdicts = {s: verdict(summaries, per_seed, train_seed_name(s, config.seed)) for s in train_seeds}
     overall = across_train_seeds(verdicts)
-    title = f"Robustness over PPO training seeds {train_seeds[0]}..{train_seeds[-1]}, sla={config.sla.name}"
+    title = f"Robustness over PPO training seeds {', '.join(map(str, train_seeds))}, sla={config.sla.name}"
     keys = {f"robustness/{k}": v for k, v in overall.items()}
     for seed, v in verdicts.items():
         for k in ("ppo_energy_saving_vs_best_static", "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):

@@ -9,7 +9,7 @@
 4. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
    oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
-   With runtime.ppo_seeds=N, PPO is trained N times (seeds seed..seed+N-1), every model is
+   With runtime.ppo_seeds=N, PPO is trained N times (seeds seed, seed+1000, ...), every model is
    evaluated, and a robustness table gives the verdict per training seed and over them.
 5. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
    and runtime_results.md under the run dir, log the same to W&B, print the table.
@@ -41,7 +41,7 @@ from warpk.runtime import baselines
 from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
 from warpk.runtime.evaluation import caption, evaluation_seeds, markdown_table, rich_table, train_seed_name
-from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds
+from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds, train_seeds_of
 from warpk.runtime.results import (
     run_policies,
     run_summary,
@@ -71,6 +71,9 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         fit_error = heldout_error(cal)
     except CalibrationError as err:
         sys.exit(f"warpk: {err}")
+    if rt.served.gpu_name not in cal.gpu:
+        sys.exit(f"warpk: hardware@runtime.served={rt.served.name} but runtime.calibration={cal.path} was "
+                 f"measured on {cal.gpu}: measure one on that GPU (benchmarks/calibrate_serving.py)")
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, rt.served, cal, **weights)
     eval_seeds = evaluation_seeds(config)
@@ -81,7 +84,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     )
 
     pool, grids = start_static_grids(config)  # the static baselines of every clock curve, meanwhile
-    train_seeds = [config.seed + k for k in range(rt.ppo_seeds)]
+    train_seeds = train_seeds_of(config)
     try:
         started = time.monotonic()
         with progress(console, "PPO", rt.ppo_timesteps * len(train_seeds), log) as update:

@@ -100,7 +100,7 @@ def build_evaluator(config: RunConfig, for_reward: bool = False) -> Evaluator:
         protocol = dataclasses.replace(protocol, energy="none")
         print(f"evaluate.energy=auto: reward={config.reward.name} reads no energy, so training "
               "completions are evaluated without it (held-out evaluation still measures it)", flush=True)
-    if distributed.world_size() > 1 and not protocol.compile_workers:  # the node's cores, shared
+    if distributed.world_size() > 1 and not protocol.compile_workers:  # this job's cores, shared
         workers = distributed.compile_workers(usable_cores())
         protocol = dataclasses.replace(protocol, compile_workers=workers)
     return Evaluator(protocol, config.hardware, config.tasks.shape, config.seed,

@@ -84,7 +84,11 @@ def enable_compiled_decode(trainer) -> None:
 
 def trainer_class(negative_advantage_weight: float):
     """trl's GRPOTrainer, or (weight < 1) one whose negative advantages are scaled by the weight
-    after trl computed them (group-centred, scaled by `scale_rewards`) and before its loss."""
+    after trl computed them (group-centred, scaled by `scale_rewards`) and before its loss.
+
+    A subclass because trl 1.16 has no hook between its advantages and its loss; it overrides
+    one private method whose output keeps its keys (pinned trl<1.17). trl's own logs (the
+    completions table, `advantages` metrics) still show the unscaled advantages."""
     from trl import GRPOTrainer
 
     if negative_advantage_weight == 1.0:
