@@ -215,6 +215,17 @@ def test_multiturn_training_rewards_the_discounted_return_of_its_turns(tmp_path)
     assert trainer.rollout_func is not None  # the turns are sampled by warpk's rollout and trained on
 
 
+@pytest.mark.slow
+def test_the_configured_negative_advantage_weight_picks_the_trainer(tmp_path):
+    from trl import GRPOTrainer
+
+    plain = grpo.build_trainer(config("model=m1", "train.max_steps=1"), tmp_path / "a", _VaryingSource())
+    cfg = config("model=m1", "train.max_steps=1", "train.negative_advantage_weight=0.1")
+    weighted = grpo.build_trainer(cfg, tmp_path / "b", _VaryingSource())
+    assert type(plain) is GRPOTrainer
+    assert isinstance(weighted, GRPOTrainer) and type(weighted).__name__ == "WeightedNegatives"
+
+
 # --- warm start (policy.checkpoint with stage=train) and full fine-tuning ------------------------
 def _sft(tmp_path, *overrides: str):
     """A 2-step M0 run's adapter dir."""
