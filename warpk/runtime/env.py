@@ -45,6 +45,15 @@ def calibration_path(config: RunConfig) -> Path:
     return from_repo(config.runtime.calibration)
 
 
+def served_mismatch(config: RunConfig, cal: Calibration) -> str | None:
+    """Why the calibration cannot serve as hardware@runtime.served's cost fit (another GPU), or None."""
+    served = config.runtime.served
+    if served.gpu_name and served.gpu_name in cal.gpu:
+        return None
+    return (f"hardware@runtime.served={served.name} but runtime.calibration={cal.path} was measured on "
+            f"{cal.gpu}: measure one on that GPU (benchmarks/calibrate_serving.py)")  # fmt: skip
+
+
 def reward_weights(config: RunConfig) -> dict:
     """The serving env's reward weights from the run's `reward` group: energy = beta_energy,
     SLA = gamma_sla (x runtime.sla_penalty). A reward that weighs neither is refused at preflight

@@ -112,7 +112,8 @@ def summarize(policy: str, setting: str, results: list[EpisodeResult]) -> Policy
     )
 
 
-def _pm(mean: float, half: float, spec: str) -> str:
+def plus_minus(mean: float, half: float, spec: str) -> str:
+    """`mean ± half` in `spec` (the half without a sign); the mean alone when half is nan."""
     return format(mean, spec) + ("" if math.isnan(half) else " ± " + format(half, spec.lstrip("+")))
 
 
@@ -123,11 +124,11 @@ def _row(s: PolicySummary) -> tuple[str, ...]:
     return (
         s.policy,
         s.setting,
-        _pm(s.energy_per_request_j, s.energy_per_request_j_ci95, ".1f"),
-        _pm(s.ttft_p95_s, s.ttft_p95_s_ci95, ".2f"),
-        _pm(s.e2e_p95_s, s.e2e_p95_s_ci95, ".1f"),
-        _pm(s.sla_attainment, s.sla_attainment_ci95, ".3f"),
-        _pm(s.throughput_rps, s.throughput_rps_ci95, ".2f"),
+        plus_minus(s.energy_per_request_j, s.energy_per_request_j_ci95, ".1f"),
+        plus_minus(s.ttft_p95_s, s.ttft_p95_s_ci95, ".2f"),
+        plus_minus(s.e2e_p95_s, s.e2e_p95_s_ci95, ".1f"),
+        plus_minus(s.sla_attainment, s.sla_attainment_ci95, ".3f"),
+        plus_minus(s.throughput_rps, s.throughput_rps_ci95, ".2f"),
         f"{s.sla_met_seeds}/{s.n_seeds}",
     )
 
@@ -222,14 +223,14 @@ def train_seeds_markdown(verdicts: dict[int, dict], overall: dict, n_eval: int) 
     for seed, v in verdicts.items():
         lines.append(
             f"| {seed} | {v['best_static_policy']} | {v['ppo_energy_saving_vs_best_static']:.1%} | "
-            f"{_pm(v['ppo_paired_saving_mean'], v['ppo_paired_saving_ci95'], '.1%')} | "
+            f"{plus_minus(v['ppo_paired_saving_mean'], v['ppo_paired_saving_ci95'], '.1%')} | "
             f"{v['ppo_sla_attainment_minus_best_static']:+.3f} | {v['ppo_sla_met_seeds']}/{n_eval} | "
             f"{'met' if v['ppo_goal_met'] else 'not met'} |"
         )
     lines.append(
         f"| over {overall['train_seeds']} (mean ± 95% t) | | "
-        f"{_pm(overall['saving_mean'], overall['saving_ci95'], '.1%')} | | "
-        f"{_pm(overall['attainment_diff_mean'], overall['attainment_diff_ci95'], '+.3f')} | | "
+        f"{plus_minus(overall['saving_mean'], overall['saving_ci95'], '.1%')} | | "
+        f"{plus_minus(overall['attainment_diff_mean'], overall['attainment_diff_ci95'], '+.3f')} | | "
         f"met on {overall['goal_met_seeds']}/{overall['train_seeds']} |"
     )
     return "\n".join(lines) + "\n"

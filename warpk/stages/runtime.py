@@ -39,7 +39,7 @@ from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.runtime import baselines
 from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
+from warpk.runtime.env import ServingEnv, calibration_path, reward_weights, served_mismatch
 from warpk.runtime.evaluation import caption, evaluation_seeds, markdown_table, rich_table, train_seed_name
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds, train_seeds_of
 from warpk.runtime.results import (
@@ -71,9 +71,8 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         fit_error = heldout_error(cal)
     except CalibrationError as err:
         sys.exit(f"warpk: {err}")
-    if rt.served.gpu_name not in cal.gpu:
-        sys.exit(f"warpk: hardware@runtime.served={rt.served.name} but runtime.calibration={cal.path} was "
-                 f"measured on {cal.gpu}: measure one on that GPU (benchmarks/calibrate_serving.py)")
+    if served_mismatch(config, cal):
+        sys.exit(f"warpk: {served_mismatch(config, cal)}")
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, rt.served, cal, **weights)
     eval_seeds = evaluation_seeds(config)

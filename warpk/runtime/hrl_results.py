@@ -1,0 +1,111 @@
+"""What `stage=hrl` reports: the summary metrics, the kernel and gain tables, their Markdown.
+
+Every serving number is SIMULATED; op-class shares and the task-to-served-op transfer are
+MODELLED (warpk.runtime.hrl); the tables say so.
+
+Non-goals: no evaluation or training here.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from warpk.runtime import hrl
+from warpk.runtime.calibration import PhaseScale
+from warpk.runtime.evaluation import METRICS, mean_ci95, plus_minus
+
+M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
+NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
+
+
+def hrl_summary(per_seed, summaries, scale, kernels, sources, policy_ok: int) -> dict:
+    src = [k for k, v in sources.items() if any(r.status == "ok" for r in v)]
+    if hrl.is_identity(scale):
+        why = NO_KERNEL if policy_ok == 0 else "no correct kernel faster than its reference on the served GPU"
+        kernel_source = why + (" (records file: none faster either)" if "records file" in sources else "")
+    else:
+        kernel_source = (
+            "kernels from: " + ", ".join(src) + ("" if policy_ok else f"; {NO_KERNEL.split(':')[0]}")
+        )
+    out: dict = {
+        "energy_source": "simulated (measured cost fit + modelled cap/clock; modelled op-class shares)",
+        "kernel_source": kernel_source,
+        "policy_correct_kernels": policy_ok,
+    }
+    for k, v in hrl.scale_dict(scale).items():
+        out[f"kernel_scale/{k}"] = v
+    for c, k in kernels.items():
+        out[f"kernels/{c}/speedup"], out[f"kernels/{c}/energy_ratio"] = k.speedup, k.energy_ratio
+    for name, slug in ((M4, "m4_ppo"), (M5, "m5_ppo")):
+        for m in METRICS:
+            out[f"{slug}/{m}"] = getattr(summaries[name], m)
+            out[f"{slug}/{m}_ci95"] = getattr(summaries[name], f"{m}_ci95")
+    pairs = list(zip(per_seed[M4], per_seed[M5], strict=True))
+    saving = [1.0 - b.energy_per_request_j / a.energy_per_request_j for a, b in pairs]
+    out["m5_energy_saving_vs_m4"], out["m5_energy_saving_vs_m4_ci95"] = mean_ci95(saving)
+    diff = [b.sla_attainment - a.sla_attainment for a, b in pairs]
+    out["m5_sla_attainment_minus_m4"], out["m5_sla_attainment_minus_m4_ci95"] = mean_ci95(diff)
+    return out
+
+
+def kernel_table(kernels, shares, scale: PhaseScale) -> Table:
+    t = Table(title="M5 kernel multipliers per op class (shares MODELLED: roofline of Qwen2.5-7B)")
+    for h in (
+        "op class",
+        "prefill share",
+        "decode share",
+        "speedup",
+        "energy ratio",
+        "energy",
+        "deployed (source)",
+    ):
+        t.add_column(h, overflow="fold")
+    for c, k in kernels.items():
+        t.add_row(
+            c,
+            f"{shares['prefill'][c]:.3f}",
+            f"{shares['decode'][c]:.3f}",
+            f"{k.speedup:.3f}",
+            f"{k.energy_ratio:.3f}",
+            k.energy_note,
+            ", ".join(k.deployed) or "reference (none)",
+        )
+    s = scale
+    t.caption = (
+        f"cost model x: prefill time {s.prefill_time:.4f}, energy {s.prefill_energy:.4f}; decode time "
+        f"{s.decode_time:.4f}, energy {s.decode_energy:.4f}. Task speedups are against plain-PyTorch "
+        "references, not the served model's library kernels: the transfer is MODELLED."
+    )
+    return t
+
+
+def gain_table(summaries, out: dict) -> Table:
+    t = Table(title="M5 (kernel-updated env) versus M4 alone (unchanged env), same held-out seeds")
+    for h in ("metric", "static max", "static max (kernel env)", M4, M5, "M5 vs M4 (paired)"):
+        t.add_column(h, overflow="fold")
+    spec = {"energy_per_request_j": ".1f", "ttft_p95_s": ".2f", "e2e_p95_s": ".1f", "sla_attainment": ".3f",
+            "throughput_rps": ".2f"}  # fmt: skip
+    for m in METRICS:
+        cells = [plus_minus(getattr(summaries[n], m), getattr(summaries[n], f"{m}_ci95"), spec[m])
+                 for n in ("static max", "static max (kernel-updated env)", M4, M5)]  # fmt: skip
+        paired = ""
+        if m == "energy_per_request_j":
+            saving = out["m5_energy_saving_vs_m4"], out["m5_energy_saving_vs_m4_ci95"]
+            paired = "saving " + plus_minus(*saving, ".1%")
+        if m == "sla_attainment":
+            paired = plus_minus(out["m5_sla_attainment_minus_m4"], out["m5_sla_attainment_minus_m4_ci95"],
+                                "+.3f")  # fmt: skip
+        t.add_row(m, *cells, paired)
+    return t
+
+
+def markdown(*parts) -> str:
+    kernel_t, gain_t, notes = parts
+    lines = []
+    for t in (kernel_t, gain_t):
+        heads = [c.header for c in t.columns]
+        rows = list(zip(*[list(c.cells) for c in t.columns], strict=True))
+        lines += [f"### {t.title}", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+        lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
+        lines += ["", str(t.caption or ""), ""]
+    return "\n".join(lines + list(notes)) + "\n"

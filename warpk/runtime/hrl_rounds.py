@@ -1,0 +1,87 @@
+"""M5's rounds, the parts `stage=hrl` composes: the kernel policy's GRPO round, the kernels a
+records file adds, and a PPO round that continues a model (docs/runtime.md section 8).
+
+Non-goals: no reporting (warpk.runtime.hrl_results); no cost-model arithmetic (warpk.runtime.hrl).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from warpk.config import RunConfig
+from warpk.paths import from_repo
+from warpk.records import EvalRecord, read_records
+from warpk.runtime import hrl
+
+
+def learn(model, timesteps: int, seed: int) -> None:
+    """Continue training: no env reset, the step counter goes on (rounds of whole rollouts).
+
+    The global torch/numpy RNGs are re-seeded first: GRPO rounds and the other arm's PPO consume
+    them in between, and M4 and M5 must see the same random stream (identical envs -> identical
+    policies, so any gain comes from the kernels)."""
+    if timesteps > 0:
+        model.set_random_seed(seed)
+        model.learn(total_timesteps=timesteps, reset_num_timesteps=False)
+
+
+def served_tasks(config: RunConfig):
+    from warpk.tasks import load_suite
+
+    tasks = load_suite(dataclasses.replace(config.tasks, split="all", subset=[]))
+    return [t for t in tasks if hrl.op_class(t.task_id) is not None]
+
+
+def grpo_round(config: RunConfig, run_dir: Path, r: int, log) -> list[EvalRecord]:
+    """Train the kernel policy one more round, then evaluate its samples on the served op tasks."""
+    from warpk.trainers.common import build_evaluator
+    from warpk.trainers.grpo import run_grpo
+    from warpk.trainers.sample import evaluate_policy
+
+    rt = config.runtime
+    cfg = dataclasses.replace(
+        config, train=dataclasses.replace(config.train, max_steps=r * rt.hrl_grpo_steps, heldout_eval=False)
+    )
+    out = run_dir / "grpo"
+    trainer, summary = run_grpo(cfg, out, log)
+    tasks = served_tasks(cfg)
+    if not tasks:
+        return []
+    records, metrics = evaluate_policy(
+        trainer.model,
+        trainer.processing_class,
+        tasks,
+        build_evaluator(cfg),
+        k=cfg.train.samples_per_task,
+        max_new_tokens=cfg.policy.max_new_tokens,
+        temperature=cfg.policy.temperature,
+        hardware=cfg.hardware.name,
+        seed=cfg.seed + r,
+        records_path=out / f"round{r}_records.jsonl",
+    )
+    log({f"hrl/grpo_round{r}/{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
+    return records
+
+
+def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
+    """runtime.kernel_records: measured records on the served GPU; refused (exit) if it has none."""
+    rt = config.runtime
+    if not rt.kernel_records:
+        return [], []
+    path = from_repo(rt.kernel_records)
+    if not path.is_file():
+        sys.exit(f"warpk: runtime.kernel_records={rt.kernel_records}: no such file")
+    try:
+        records = read_records(path)
+    except ValueError as err:
+        sys.exit(f"warpk: runtime.kernel_records: {err}")
+    keep, notes = hrl.usable(records, rt.served.name)
+    if not keep:
+        found = sorted({str(r.hardware) for r in records}) or ["nothing"]
+        sys.exit(
+            f"warpk: runtime.kernel_records={rt.kernel_records} holds records of {', '.join(found)}, "
+            f"none measured on the served GPU hardware@runtime.served={rt.served.name}: refused"
+        )
+    return keep, notes
