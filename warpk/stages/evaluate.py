@@ -22,95 +22,22 @@ from pathlib import Path
 from rich.console import Console
 
 from warpk.config import RunConfig
-from warpk.evaluator import EvalItem, Evaluator
-from warpk.evaluator.static import candidate_backend
+from warpk.evaluator import Evaluator
+from warpk.evaluator.items import collect_items, previous_records, runnable
 from warpk.progress import progress
-from warpk.records import EvalRecord, OrderedSink, kept_prefix, summarize
+from warpk.records import EvalRecord, OrderedSink, summarize
 from warpk.report.console import results_table, summary_table
-from warpk.tasks import TaskError, load_suite, load_task_file
-
-
-def collect_items(config: RunConfig) -> list[EvalItem]:
-    """The (task, candidate) pairs this run evaluates, in a stable order."""
-    ev = config.evaluate
-    if ev.task_file:
-        task = load_task_file(Path(ev.task_file))
-        paths = [Path(p) for p in ev.candidate_files] or list(task.solutions)
-        if not paths:
-            raise TaskError(f"evaluate.task_file={ev.task_file} given without evaluate.candidate_files")
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            raise TaskError(f"evaluate.candidate_files: no such file(s): {', '.join(missing)}")
-        return [EvalItem(task, p.read_text(), p.name) for p in paths]
-    tasks = load_suite(config.tasks, ev.candidates_dir)
-    if not tasks:
-        raise TaskError(
-            f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
-        )
-    items = [EvalItem(t, p.read_text(), p.name) for t in tasks for p in t.solutions]
-    if not items:
-        raise TaskError(
-            "the selected tasks have no candidates"
-            + ("" if ev.candidates_dir else "; give evaluate.candidates_dir=DIR")
-        )
-    return items
-
-
-def runnable(items: list[EvalItem], device: str) -> tuple[list[EvalItem], list[EvalItem]]:
-    """(items this device can run, items it cannot): CUDA and Triton candidates need a GPU."""
-    if device == "cuda":
-        return items, []
-    keep = [i for i in items if candidate_backend(i.candidate_source) == "torch"]
-    return keep, [i for i in items if candidate_backend(i.candidate_source) != "torch"]
-
 
 LOGGED = ("speedup", "runtime_ms", "ref_runtime_ms", "energy_j", "ref_energy_j", "lane_power_mean_w",
           "lane_power_max_w", "lane_sm_clock_mean_mhz", "lane_temperature_max_c", "lane_throttle_reasons")
 
 
-# SLURM signals every process of the job step at a time limit or preemption, the sandbox workers
-# too: their last records say crashed/timeout because of the requeue, not the candidate.
-REDO_ON_RESUME = ("crashed", "timeout")
-
-
-def previous_records(records_path: Path, items: list[EvalItem]) -> list[EvalRecord]:
-    """What an earlier attempt of this job wrote for a prefix of `items`, up to the first record a
-    requeue may have caused (crashed, timeout) or a torn last line: those items run again."""
-    return kept_prefix(records_path, [(i.task.task_id, i.candidate) for i in items], REDO_ON_RESUME)
-
-
 def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> dict:
-    """policy.checkpoint=DIR: the policy trained in DIR (LoRA adapter or full), train.samples_per_task
-    completions per selected task, evaluated (warpk.trainers.sample); returns the summary."""
-    from warpk.trainers.checkpoints import check_checkpoint, load_trained
-    from warpk.trainers.common import build_evaluator, cache_dir
-    from warpk.trainers.sample import evaluate_policy
+    """policy.checkpoint=DIR: sample and evaluate the policy trained in DIR; print, return the summary."""
+    from warpk.trainers.sample import evaluate_checkpoint as sample_and_evaluate
 
-    tasks = load_suite(config.tasks)
-    if not tasks:
-        raise TaskError(
-            f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
-        )
-    model, tokenizer = load_trained(config.policy, Path(config.policy.checkpoint), cache_dir(config))
-    if config.hardware.device == "cuda":
-        model = model.to("cuda")
+    records, summary = sample_and_evaluate(config, run_dir)
     k = config.train.samples_per_task
-    records, summary = evaluate_policy(
-        model,
-        tokenizer,
-        tasks,
-        build_evaluator(config),
-        k,
-        config.policy.max_new_tokens,
-        config.policy.temperature,
-        config.hardware.name,
-        config.seed,
-        run_dir / "records.jsonl",
-        turns=config.model.turns,
-    )
-    # which arm trained the policy (its stamp): reports label the run with it, never pooling
-    # an M1 adapter's samples with an M3 one's
-    summary["trained_arm"] = check_checkpoint(config.policy).get("arm")
     console.print(results_table(records, config.hardware.name))
     console.print(summary_table(summary))
     console.print(f"pass@1={summary['pass_at_1']} pass@{k}={summary['pass_at_k']}")

@@ -29,6 +29,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from warpk.config import RunConfig
 from warpk.evaluator import Evaluator
 from warpk.policy import build_prompt
 from warpk.policy.completions import score_completions
@@ -171,4 +172,39 @@ def evaluate_policy(
         for t, metrics in enumerate(by_turn):
             summary[f"turn{t}/correct_rate"] = metrics["correct_rate"]
             summary[f"turn{t}/pass_at_1"] = metrics["pass_at_1"]
+    return records, summary
+
+
+def evaluate_checkpoint(config: RunConfig, run_dir: Path) -> tuple[list[EvalRecord], dict]:
+    """policy.checkpoint=DIR: the policy trained in DIR (LoRA adapter or full), train.samples_per_task
+    completions per selected task, evaluated; (records, summary) with the arm that trained it."""
+    from warpk.tasks import TaskError, load_suite
+    from warpk.trainers.checkpoints import check_checkpoint, load_trained
+    from warpk.trainers.common import build_evaluator, cache_dir
+
+    tasks = load_suite(config.tasks)
+    if not tasks:
+        raise TaskError(
+            f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
+        )
+    model, tokenizer = load_trained(config.policy, Path(config.policy.checkpoint), cache_dir(config))
+    if config.hardware.device == "cuda":
+        model = model.to("cuda")
+    k = config.train.samples_per_task
+    records, summary = evaluate_policy(
+        model,
+        tokenizer,
+        tasks,
+        build_evaluator(config),
+        k,
+        config.policy.max_new_tokens,
+        config.policy.temperature,
+        config.hardware.name,
+        config.seed,
+        run_dir / "records.jsonl",
+        turns=config.model.turns,
+    )
+    # which arm trained the policy (its stamp): reports label the run with it, never pooling
+    # an M1 adapter's samples with an M3 one's
+    summary["trained_arm"] = check_checkpoint(config.policy).get("arm")
     return records, summary
