@@ -9,9 +9,8 @@ power readings integrates power with trapezoids instead (each reading is then a 
 Error bound: the true E(t) is monotone and passes through the knots, so an interpolated value
 is off by at most the energy of the segment it falls in; `energy_between` returns that bound.
 
-File format: JSON lines as written by `python -m sampler record`; sampler/trace.py documents it
-(`timestamp_s`, `gpu`, `power_w`, `energy_j`, ...; `.gz` names are gzip-compressed) and reads it
-for both: `load_trace` keeps one GPU's energy and power.
+File format: JSON lines as written by `python -m sampler record` (sampler/trace.py documents it:
+`timestamp_s`, `gpu`, `power_w`, `energy_j`, ...); `.gz` names are gzip-compressed.
 
 Non-goals: no resampling or smoothing; one GPU per trace.
 """
@@ -19,12 +18,11 @@ Non-goals: no resampling or smoothing; one GPU per trace.
 from __future__ import annotations
 
 import bisect
+import gzip
 import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-
-from sampler.trace import open_text, read_rows
 
 
 @dataclass(frozen=True)
@@ -37,22 +35,28 @@ class TraceSample:
     gpu: int = 0
 
 
+def _open(path: Path, mode: str):
+    return gzip.open(path, mode + "t", encoding="utf-8") if path.suffix == ".gz" else open(path, mode)
+
+
 def load_trace(path: str | Path, gpu: int = 0) -> tuple[TraceSample, ...]:
-    """Readings of `gpu` from a trace file, in file order (read and checked by the sampler's
-    own reader: the format has one home)."""
-    samples = tuple(
-        TraceSample(float(row["timestamp_s"]), row.get("energy_j"), row.get("power_w"), gpu)
-        for row in read_rows(path)
-        if int(row["gpu"]) == gpu
-    )
+    """Readings of `gpu` from a trace file, in file order."""
+    samples = []
+    with _open(Path(path), "r") as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                if int(row["gpu"]) == gpu:
+                    samples.append(TraceSample(float(row["timestamp_s"]), row.get("energy_j"),
+                                               row.get("power_w"), gpu))
     if not samples:
         raise ValueError(f"{path}: no readings of gpu {gpu}")
-    return samples
+    return tuple(samples)
 
 
 def write_trace(path: str | Path, samples) -> None:
     """Write readings in the sampler's trace format (absent values are left out)."""
-    with open_text(path, "w") as f:
+    with _open(Path(path), "w") as f:
         for s in samples:
             row = {"timestamp_s": s.timestamp_s, "gpu": s.gpu}
             row.update((k, v) for k, v in (("power_w", s.power_w), ("energy_j", s.energy_j)) if v is not None)
