@@ -119,3 +119,15 @@ def test_the_evaluator_loads_only_telemetry_s_seam():
     assert not loaded & {"warpk.telemetry.capture", "warpk.telemetry.replay", "warpk.telemetry.phases",
                          "warpk.telemetry.sampler_client"}, loaded  # fmt: skip
     assert {"warpk.telemetry.meter", "warpk.telemetry.nvml"} <= loaded
+
+
+def test_the_sandboxed_workers_import_nothing_outside_warpk():
+    """The untrusted worker's sandbox holds warpk, torch and the standard library only, and a
+    candidate may import the trusted worker's modules there (exploit 30b does): neither module's
+    imports may reach the `sampler` package, which is not in the sandbox."""
+    import subprocess
+
+    code = ("import sys; sys.modules['sampler'] = None; "
+            "import warpk.evaluator.trusted, warpk.evaluator.untrusted, warpk.evaluator.checks")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
