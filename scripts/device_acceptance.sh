@@ -7,8 +7,9 @@
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256) under $OUT/grpo
 # learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, CORES_PER_JOB (2) each
-#           (taskset), each seed's M0 from .carry/m0 (an `--m0-only` run's --out, made here):
-#           RECIPES ("name:overrides|name:overrides"), SEEDS (1); under $OUT/learn
+#           (taskset), each seed's M0 from .carry/m0 when it is there (an `--m0-only` run's --out,
+#           made here), else trained in each job: RECIPES ("name:overrides|name:overrides"), SEEDS (1);
+#           under $OUT/learn
 # Each part stops itself before LIMIT_S (default 570) so its output comes back.
 set -o pipefail
 export PATH=$PWD/.carry/bin:$PATH PYTHONPATH=$PWD/.carry/py:$PWD NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -43,6 +44,7 @@ case "$1" in
         mkdir -p "$SITE" && tar -xJf .carry/train-site.tar.xz -C "$SITE"
         python -c "import pandas" 2>/dev/null || pip install --quiet --no-deps --target "$SITE" .carry/pandas-*.whl
     fi
+    m0_from=; [ -d .carry/m0 ] && m0_from="--m0-from .carry/m0"
     mkdir -p "$OUT/learn"; slot=0; IFS='|' read -ra recipes <<< "${RECIPES:?RECIPES=name:overrides|...}"
     want=$(( ${#recipes[@]} * $(wc -w <<< "${SEEDS:-1}") * ${CORES_PER_JOB:-2} ))
     [ "$want" -le "$(nproc)" ] || { echo "learning: $want cores asked, $(nproc) here"; exit 2; }
@@ -52,7 +54,7 @@ case "$1" in
             n=${CORES_PER_JOB:-2}; job=$name-seed$seed; cores=$((n * slot))-$((n * slot + n - 1)); slot=$((slot + 1))
             # shellcheck disable=SC2086  # the overrides are words
             (taskset -c "$cores" timeout "$LIMIT" python benchmarks/bench_learning.py --out "/tmp/learn/$job" \
-                --seeds "$seed" --k 16 --m0-from .carry/m0 evaluate.timing_batches=3 \
+                --seeds "$seed" --k 16 $m0_from evaluate.timing_batches=3 \
                 "evaluate.cache_dir=/tmp/learn-cache-$slot" $overrides > "$OUT/learn/$job.log" 2>&1
              rc=$?; cp "/tmp/learn/$job/bench_learning.json" "$OUT/learn/$job.json" 2>/dev/null
              echo "$job: rc $rc $(grep -E '^seed' "$OUT/learn/$job.log")"; exit $rc) &

@@ -334,6 +334,11 @@ class TrainConfig(_Checked):
     # the negative half's gradient raised the entropy and undid SFT; 0.1 made GRPO learn on the
     # CPU (docs/training.md, "Does it learn?").
     negative_advantage_weight: float = number(1.0, 0.0, 1.0)
+    # GRPO's optimizer (SFT always uses AdamW). adamw_torch moves every weight by about the
+    # learning rate each step, whatever the size of its gradient; sgd moves each weight in
+    # proportion to its gradient, so on a memorised policy the update lands where the rewarded
+    # completions were uncertain (docs/training.md, "Does it learn?").
+    optim: str = one_of("adamw_torch", "adamw_torch", "sgd")
     max_prompt_length: int = number(4096, 16, 1_000_000)  # tokens; longer task prompts are left out
     max_length: int = number(2048, 16, 1_000_000)  # SFT: prompt + solution tokens, truncated beyond
     save_steps: int = number(50, 1)  # checkpoint every N steps (and always at the last step)

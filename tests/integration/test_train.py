@@ -226,6 +226,18 @@ def test_the_configured_negative_advantage_weight_picks_the_trainer(tmp_path):
     assert isinstance(weighted, GRPOTrainer) and type(weighted).__name__ == "WeightedNegatives"
 
 
+@pytest.mark.slow
+def test_the_configured_optimizer_is_the_one_grpo_steps_with(tmp_path):
+    """train.optim=sgd: GRPO's optimizer is plain SGD at the configured rate (SFT keeps AdamW)."""
+    cfg = config("model=m1", "train.max_steps=1", "train.optim=sgd", "train.learning_rate=0.5")
+    trainer = grpo.build_trainer(cfg, tmp_path, _VaryingSource())
+    optimizer = trainer.create_optimizer()
+    assert type(optimizer) is torch.optim.SGD and optimizer.defaults["lr"] == 0.5
+    adam = grpo.build_trainer(config("model=m1", "train.max_steps=1"), tmp_path / "b", _VaryingSource())
+    assert type(adam.create_optimizer()) is torch.optim.AdamW
+    assert common.trainer_args(cfg, tmp_path, sft=True)["optim"] == "adamw_torch"
+
+
 # --- warm start (policy.checkpoint with stage=train) and full fine-tuning ------------------------
 def _sft(tmp_path, *overrides: str):
     """A 2-step M0 run's adapter dir."""

@@ -60,6 +60,7 @@ def trainer_args(config: RunConfig, run_dir: Path, sft: bool = False) -> dict:
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
         "max_steps": steps,
         "learning_rate": t.sft_learning_rate if sft else t.learning_rate,
+        "optim": "adamw_torch" if sft else t.optim,
         "logging_steps": 1,
         "save_strategy": "steps",
         "save_steps": t.save_steps,
