@@ -336,8 +336,8 @@ class TrainConfig(_Checked):
     negative_advantage_weight: float = number(1.0, 0.0, 1.0)
     # GRPO's optimizer (SFT always uses AdamW). adamw_torch moves every weight by about the
     # learning rate each step, whatever the size of its gradient; sgd moves each weight in
-    # proportion to its gradient, so on a memorised policy the update lands where the rewarded
-    # completions were uncertain (docs/training.md, "Does it learn?").
+    # proportion to its gradient. On policy=small neither learned beyond noise: sgd at lr 0.3-1.0
+    # collapsed it (docs/training.md, "Does it learn?", 2026-12-03/04).
     optim: str = one_of("adamw_torch", "adamw_torch", "sgd")
     max_prompt_length: int = number(4096, 16, 1_000_000)  # tokens; longer task prompts are left out
     max_length: int = number(2048, 16, 1_000_000)  # SFT: prompt + solution tokens, truncated beyond
