@@ -334,6 +334,10 @@ class TrainConfig(_Checked):
     # the negative half's gradient raised the entropy and undid SFT; 0.1 made GRPO learn on the
     # CPU (docs/training.md, "Does it learn?").
     negative_advantage_weight: float = number(1.0, 0.0, 1.0)
+    # GRPO: credit stops at a completion's first token sampled with probability below this (a
+    # worse completion is charged up to and including it, a better one credited before it);
+    # None = every token (warpk.trainers.grpo.credit_mask; docs/training.md, "Does it learn?")
+    credit_cutoff: float | None = number(None, 0.0, 1.0)
     # GRPO's optimizer (SFT always uses AdamW). adamw_torch moves every weight by about the
     # learning rate each step, whatever the size of its gradient; sgd moves each weight in
     # proportion to its gradient. On policy=small neither learned beyond noise: sgd at lr 0.3-1.0

@@ -451,3 +451,44 @@ def test_negative_advantages_are_scaled_after_trl_computes_them(monkeypatch):
     assert torch.allclose(out["advantages"], torch.tensor([1.0, -0.2, 0.5, -0.05, 0.0]))
     assert config("policy=small").train.negative_advantage_weight == 0.1  # small_cpu's recipe
     assert config().train.negative_advantage_weight == 1.0  # plain GRPO elsewhere
+
+
+def test_credit_stops_at_a_completions_first_slip():
+    """train.credit_cutoff: a worse completion is charged up to and including its first token
+    sampled below the cutoff, a better one credited before it; no slip keeps every token, and
+    padding stays out."""
+    import torch
+
+    from warpk.trainers.grpo import credit_mask
+
+    probs = torch.tensor([[0.9, 0.2, 0.9, 0.1, 0.9]] * 2 + [[0.9] * 5] + [[0.9, 0.9, 0.3, 0.9, 0.9]])
+    mask = torch.tensor([[1, 1, 1, 1, 1]] * 2 + [[1, 1, 1, 1, 0]] + [[1, 1, 1, 1, 1]])
+    keep = credit_mask(probs, mask, torch.tensor([-1.0, 1.0, -1.0, 0.0]), cutoff=0.5)
+    assert keep.tolist() == [[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 0], [1, 1, 0, 0, 0]]
+
+
+def test_the_credit_mask_reaches_trls_loss_mask(monkeypatch):
+    """The trainer puts credit_mask into trl's tool_mask (multiplied into an existing one, as a
+    multi-turn rollout's env_mask), from the policy's own token probabilities."""
+    import torch
+    from trl import GRPOTrainer
+
+    from warpk.trainers.grpo import trainer_class
+
+    batch = {
+        "prompt_ids": torch.zeros(2, 3, dtype=torch.long),
+        "prompt_mask": torch.ones(2, 3, dtype=torch.long),
+        "completion_ids": torch.zeros(2, 4, dtype=torch.long),
+        "completion_mask": torch.ones(2, 4, dtype=torch.long),
+        "tool_mask": torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]]),
+        "advantages": torch.tensor([-1.0, 1.0]),
+    }
+    probs = torch.tensor([[0.9, 0.9, 0.1, 0.9], [0.9, 0.9, 0.9, 0.2]])
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", lambda self, inputs: dict(batch))
+    cls = trainer_class(1.0, credit_cutoff=0.5)
+    trainer = object.__new__(cls)
+    trainer.model = None
+    trainer._get_per_token_logps_and_entropies = lambda model, ids, attention, keep: (probs.log(), None, None)
+    out = cls._generate_and_score_completions(trainer, inputs=[])
+    assert out["tool_mask"].tolist() == [[1, 1, 1, 0], [0, 1, 1, 0]]
+    assert torch.equal(out["advantages"], batch["advantages"])  # weight 1: advantages untouched

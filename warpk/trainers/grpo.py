@@ -12,8 +12,8 @@ trainer, train (resuming from the run dir's latest checkpoint), save the adapter
   their mean as None (W&B keeps the key with a null value; docs/training.md).
 
 Non-goals: no custom loss (`train.negative_advantage_weight` < 1 rescales trl's advantages,
-nothing more). `model.turns=k > 1` swaps `total` for the discounted return over
-refinement turns (warpk.trainers.multiturn).
+`train.credit_cutoff` masks tokens out of trl's loss, nothing more). `model.turns=k > 1` swaps
+`total` for the discounted return over refinement turns (warpk.trainers.multiturn).
 """
 
 from __future__ import annotations
@@ -82,31 +82,70 @@ def enable_compiled_decode(trainer) -> None:
     trainer.generation_config.disable_compile = False
 
 
-def trainer_class(negative_advantage_weight: float):
-    """trl's GRPOTrainer, or (weight < 1) one whose negative advantages are scaled by the weight
-    after trl computed them (group-centred, scaled by `scale_rewards`) and before its loss.
+def credit_mask(token_probs, mask, advantages, cutoff: float):
+    """Which completion tokens get credit when credit stops at a completion's first slip, a token
+    the policy sampled with probability below `cutoff` (under the sampling temperature).
+
+    A completion worse than its group's mean (advantage < 0) is charged for its tokens up to and
+    including its first slip, the likely cause of its failure; what follows the slip was written
+    in contexts the policy never learned, and pushing all of it down spreads probability. A
+    better one (advantage >= 0) is credited for its tokens before its first slip only: the slips
+    of a correct completion are harmless, and reinforcing them is what made larger GRPO steps
+    collapse the memorised policy (docs/training.md, "Does it learn?"). A completion without a
+    slip keeps every token. Shapes: (B, T) probabilities and 0/1 mask, (B,) advantages."""
+    import torch
+
+    slips = (token_probs < cutoff) & mask.bool()
+    before = slips.int().cumsum(dim=1) - slips.int()  # slips strictly before each position
+    upto_first = before == 0  # positions up to and including the first slip
+    keep = torch.where((advantages < 0).unsqueeze(1), upto_first, upto_first & ~slips)
+    return keep.to(mask.dtype) * mask
+
+
+def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None = None):
+    """trl's GRPOTrainer, or one that changes what it computed before its loss:
+    - negative_advantage_weight < 1: negative advantages (after trl's group centring and
+      `scale_rewards`) are multiplied by it;
+    - credit_cutoff: each completion's loss covers only the tokens `credit_mask` keeps (through
+      trl's `tool_mask`, the loss mask it multiplies into `completion_mask`; so its entropy and
+      length metrics cover those tokens only). The token probabilities come from one more
+      forward pass of the policy that sampled them.
 
     A subclass because trl 1.16 has no hook between its advantages and its loss; it overrides
     one private method whose output keeps its keys (pinned trl<1.17). trl's own logs (the
     completions table, `advantages` metrics) still show the unscaled advantages."""
     from trl import GRPOTrainer
 
-    if negative_advantage_weight == 1.0:
+    if negative_advantage_weight == 1.0 and credit_cutoff is None:
         return GRPOTrainer
 
-    class WeightedNegatives(GRPOTrainer):
+    class ShapedCredit(GRPOTrainer):
         def _generate_and_score_completions(self, inputs):
             batch = super()._generate_and_score_completions(inputs)
             a = batch["advantages"]
+            if credit_cutoff is not None:
+                keep = credit_mask(self._token_probs(batch), batch["completion_mask"], a, credit_cutoff)
+                batch["tool_mask"] = keep if "tool_mask" not in batch else keep * batch["tool_mask"]
             batch["advantages"] = a.where(a >= 0, a * negative_advantage_weight)
             return batch
 
-    return WeightedNegatives
+        def _token_probs(self, batch):
+            import torch
+
+            ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+            attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+            with torch.no_grad():
+                logps, _, _ = self._get_per_token_logps_and_entropies(
+                    self.model, ids, attention, batch["completion_ids"].size(1)
+                )
+            return logps.exp()
+
+    return ShapedCredit
 
 
 def build_trainer(config: RunConfig, run_dir: Path, source):
     """The GRPOTrainer for `config`, its rewards reading records from `source`."""
-    GRPOTrainer = trainer_class(config.train.negative_advantage_weight)  # noqa: N806 - a class
+    GRPOTrainer = trainer_class(config.train.negative_advantage_weight, config.train.credit_cutoff)  # noqa: N806
 
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
