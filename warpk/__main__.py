@@ -51,6 +51,7 @@ from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
 from warpk.stages import StageUnavailable, check_available, objective, run_stage
 from warpk.tasks import TaskError
+from warpk.tracking import require_wandb, wandb_run
 from warpk.trainers import distributed
 from warpk.trainers.checkpoints import CheckpointMismatch, check_checkpoint
 from warpk.trainers.common import cache_dir
@@ -155,6 +156,7 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
         for job in jobs:
             try:
                 config = to_run_config(compose("config", overrides=list(job)), gpu_names)
+                require_wandb(config.logger)
                 if config.stage in EVALUATING_STAGES:
                     resolve_sandbox(config.evaluate.sandbox)
                 if config.stage == "train":
@@ -229,9 +231,6 @@ def main(cfg: DictConfig) -> float:
     log.info(
         "stage=%s model=%s hardware=%s -> %s", config.stage, config.model.name, config.hardware.name, run_dir
     )
-
-    from warpk.tracking import wandb_run
-
     # one W&B run and one summary.json per job: in a distributed run, rank 0's
     logger = config.logger if distributed.is_main() else dataclasses.replace(config.logger, mode="disabled")
     with wandb_run(logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:

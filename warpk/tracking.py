@@ -13,6 +13,7 @@ Non-goals: no metric computation; stages hand in plain dicts.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
 import os
 import struct
@@ -21,9 +22,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from warpk.config import LoggerConfig
+from warpk.config import ConfigError, LoggerConfig
 
 _WANDB_DIRS = ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR")
+
+
+def require_wandb(logger: LoggerConfig) -> None:
+    """Refuse (preflight) a logger that needs wandb where wandb is not installed."""
+    if logger.mode != "disabled" and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(
+            f"logger.mode={logger.mode} needs the wandb package, which is not installed here: "
+            "pip install wandb, or run with logger=disabled"
+        )
 
 
 @contextmanager

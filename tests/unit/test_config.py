@@ -278,3 +278,15 @@ def test_usable_cores_follow_the_affinity_not_the_node(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     assert usable_cores() == 2
+
+
+def test_a_wandb_logger_is_refused_before_launch_where_wandb_is_not_installed(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    absent = lambda name, *a: None if name == "wandb" else real(name, *a)  # noqa: E731
+    monkeypatch.setattr(importlib.util, "find_spec", absent)
+    error = preflight(["logger=wandb_offline"], gpu_names=[])
+    assert error.startswith("logger.mode=offline needs the wandb package, which is not installed here")
+    assert "logger=disabled" in error
+    assert preflight(["logger=disabled"], gpu_names=[]) is None
