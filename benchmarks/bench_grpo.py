@@ -190,8 +190,9 @@ class _GenerateTimer:
     """Wraps the trainer's `_generate_single_turn` (every generator's path in trl): wall time
     (CUDA-synchronised) and completion tokens (up to and including EOS) per call."""
 
-    def __init__(self, trainer, device: str) -> None:
+    def __init__(self, trainer, device: str, profile_to: Path | None = None, profile_call: int = 0) -> None:
         self.inner, self.device, self.calls = trainer._generate_single_turn, device, []
+        self.profile_to, self.profile_call = profile_to, profile_call
         trainer._generate_single_turn = self
 
     def _sync(self) -> None:
@@ -201,6 +202,8 @@ class _GenerateTimer:
             torch.cuda.synchronize()
 
     def __call__(self, *args, **kwargs):
+        if self.profile_to is not None and len(self.calls) + 1 == self.profile_call:
+            return self._profiled(*args, **kwargs)
         self._sync()
         start = time.perf_counter()
         completion_ids, logprobs = self.inner(*args, **kwargs)
@@ -209,6 +212,26 @@ class _GenerateTimer:
         seconds = time.perf_counter() - start
         self.calls.append({"s": seconds, "tokens": tokens, "sequences": len(completion_ids)})
         return completion_ids, logprobs
+
+
+    def _profiled(self, *args, **kwargs):
+        """This call under torch.profiler (CPU and CUDA): where a decode step's time goes. Its
+        time is not counted (the profiler slows it); the tables go to `profile_to`."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device == "cuda" else [])
+        self._sync()
+        with profile(activities=activities) as prof:
+            out = self.inner(*args, **kwargs)
+            self._sync()
+        events = prof.key_averages()
+        by = "cuda_time_total" if self.device == "cuda" else "cpu_time_total"
+        tables = [f"profile of generate call {self.profile_call}, torch {torch.__version__}"]
+        for key in (by, "cpu_time_total"):
+            tables.append(f"sorted by {key}:\n" + events.table(sort_by=key, row_limit=40))
+        self.profile_to.write_text("\n\n".join(tables))
+        return out
 
 
 def step_timer(device: str):
@@ -236,7 +259,7 @@ def step_timer(device: str):
 
 
 def bench_size(size: str, device: str, steps: int, completion_tokens: int, work: Path,
-               variants: list[tuple[str, int]]):
+               variants: list[tuple[str, int]], profile_dir: Path | None = None):
     """Yields the result of every (generator, prompts per step) variant on one random model."""
     hf_cache = work / "hf"
     policy = policy_for(size, completion_tokens)
@@ -248,7 +271,7 @@ def bench_size(size: str, device: str, steps: int, completion_tokens: int, work:
             print(f"bench_grpo: {size}: generator={generator}, {prompts} prompt(s) x 8, {steps} step(s)...",
                   flush=True)
             try:
-                result = bench_variant(size, device, steps, work, policy, generator, prompts)
+                result = bench_variant(size, device, steps, work, policy, generator, prompts, profile_dir)
             except Exception as error:  # one variant failing (e.g. compile) costs that row only
                 result = {"size": size, "generator": generator, "prompts": prompts,
                           "error": f"{type(error).__name__}: {str(error)[:300]}"}
@@ -259,7 +282,9 @@ def bench_size(size: str, device: str, steps: int, completion_tokens: int, work:
 
 
 def bench_variant(size: str, device: str, steps: int, work: Path, policy: PolicyConfig, generator: str,
-                  prompts: int) -> dict:
+                  prompts: int, profile_dir: Path | None = None) -> dict:
+    """One variant's figures; with profile_dir, one more step whose generation is profiled (and
+    left out of every figure)."""
     import dataclasses
 
     import torch
@@ -270,7 +295,7 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
 
     policy = dataclasses.replace(policy, generator=generator)
     completion_tokens = policy.max_new_tokens
-    config = run_config(policy, device, steps, work, prompts)
+    config = run_config(policy, device, steps + (profile_dir is not None), work, prompts)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
@@ -280,8 +305,11 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
     build_s = time.perf_counter() - start
     timer = step_timer(device)
     trainer.add_callback(timer)
-    generate = _GenerateTimer(trainer, device)
+    profile_to = profile_dir / f"profile_{size}_{generator}_x{prompts}.txt" if profile_dir else None
+    generate = _GenerateTimer(trainer, device, profile_to, profile_call=steps + 1)
     trainer.train()
+    if profile_dir is not None:
+        timer.times = timer.times[:steps]  # the profiled step is not timed
     timed = timer.times[1:] or timer.times  # the first step warms up kernels, allocator, compile
     gen = generate.calls[1:] or generate.calls
     gen_tokens, gen_s = sum(c["tokens"] for c in gen), sum(c["s"] for c in gen)
@@ -372,6 +400,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--prompts", nargs="+", type=int, default=[1],
                         help="prompts per step (each a group of 8 completions, one generation batch)")
     parser.add_argument("--tiny", action="store_true", help="tiny architecture, 1 step (CPU smoke test)")
+    parser.add_argument("--profile", action="store_true",
+                        help="one more step per variant, its generate under torch.profiler (tables in --out)")
     parser.add_argument(
         "--work", type=Path, default=None, help="scratch dir for weights (default: a temp dir)"
     )
@@ -408,7 +438,8 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         variants = [(g, p) for p in args.prompts for g in args.generators]
         for size in sizes:
-            for result in bench_size(size, device, steps, completion, work_root / size, variants):
+            profile = args.out if args.profile else None
+            for result in bench_size(size, device, steps, completion, work_root / size, variants, profile):
                 report["results"].append(result)
                 r = result
                 print(f"bench_grpo: {size} {r['generator']} x{r['prompts']}: " + (

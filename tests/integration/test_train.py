@@ -229,6 +229,16 @@ def test_the_configured_negative_advantage_weight_picks_the_trainer(tmp_path):
 
 
 @pytest.mark.slow
+def test_grpo_samples_and_scores_without_dropout(tmp_path):
+    """LoRA dropout (policy.lora_dropout) is off in the GRPO trainer's model: completions come from
+    the policy whose log-probabilities the loss uses."""
+    cfg = config("model=m1", "train.max_steps=1", "policy.lora_dropout=0.05")
+    trainer = grpo.build_trainer(cfg, tmp_path, _VaryingSource())
+    dropouts = [m for name, m in trainer.model.named_modules() if "lora_dropout" in name and hasattr(m, "p")]
+    assert dropouts and all(m.p == 0 for m in dropouts)
+
+
+@pytest.mark.slow
 def test_the_configured_optimizer_is_the_one_grpo_steps_with(tmp_path):
     """train.optim=sgd: GRPO's optimizer is plain SGD at the configured rate (SFT keeps AdamW)."""
     cfg = config("model=m1", "train.max_steps=1", "train.optim=sgd", "train.learning_rate=0.5")

@@ -46,6 +46,9 @@ def grpo_args(config: RunConfig, run_dir: Path):
         scale_rewards=config.train.scale_rewards,
         mask_truncated_completions=config.train.mask_truncated_completions,
         loss_type=config.train.loss_type,
+        # no dropout (LoRA's included) while GRPO samples and scores: the completions then come
+        # from the policy whose log-probabilities the loss uses, and a decode step runs no RNG
+        disable_dropout=True,
         log_completions=False,
         **generator_args(config),
     )
