@@ -192,7 +192,7 @@ class _GenerateTimer:
 
     def __init__(self, trainer, device: str, profile_to: Path | None = None, profile_call: int = 0) -> None:
         self.inner, self.device, self.calls = trainer._generate_single_turn, device, []
-        self.profile_to, self.profile_call = profile_to, profile_call
+        self.profile_to, self.profile_call, self.seen = profile_to, profile_call, 0
         trainer._generate_single_turn = self
 
     def _sync(self) -> None:
@@ -202,7 +202,8 @@ class _GenerateTimer:
             torch.cuda.synchronize()
 
     def __call__(self, *args, **kwargs):
-        if self.profile_to is not None and len(self.calls) + 1 == self.profile_call:
+        self.seen += 1  # calls so far, the profiled one included
+        if self.profile_to is not None and self.seen == self.profile_call:
             return self._profiled(*args, **kwargs)
         self._sync()
         start = time.perf_counter()
@@ -212,7 +213,6 @@ class _GenerateTimer:
         seconds = time.perf_counter() - start
         self.calls.append({"s": seconds, "tokens": tokens, "sequences": len(completion_ids)})
         return completion_ids, logprobs
-
 
     def _profiled(self, *args, **kwargs):
         """This call under torch.profiler (CPU and CUDA): where a decode step's time goes. Its
@@ -339,6 +339,7 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
         "decode_compile_allowed": not trainer.generation_config.disable_compile,  # hf-static only
         "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,
         "load_and_build_trainer_s": build_s,
+        "profile": profile_to.name if profile_to else None,  # one more, untimed, profiled step
         "completions_no_code": source.counts.get("no_code", 0),
         "activation_checkpointing": bool(
             getattr(trainer.args, "activation_checkpointing", None) or trainer.args.gradient_checkpointing

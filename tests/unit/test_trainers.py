@@ -450,6 +450,7 @@ def test_negative_advantages_are_scaled_after_trl_computes_them(monkeypatch):
     out = cls._generate_and_score_completions(object.__new__(cls), inputs=[])
     assert torch.allclose(out["advantages"], torch.tensor([1.0, -0.2, 0.5, -0.05, 0.0]))
     assert config("policy=small").train.negative_advantage_weight == 0.1  # small_cpu's recipe
+    assert config("policy=small").train.credit_cutoff == 0.5 and config().train.credit_cutoff is None
     assert config().train.negative_advantage_weight == 1.0  # plain GRPO elsewhere
 
 
@@ -468,27 +469,41 @@ def test_credit_stops_at_a_completions_first_slip():
 
 
 def test_the_credit_mask_reaches_trls_loss_mask(monkeypatch):
-    """The trainer puts credit_mask into trl's tool_mask (multiplied into an existing one, as a
-    multi-turn rollout's env_mask), from the policy's own token probabilities."""
+    """The trainer puts credit_mask into trl's tool_mask, from the policy's own probabilities of
+    the completion tokens (prompt and completion fed in one pass, only the completion's kept). A
+    token a multi-turn rollout masked out (feedback, env_mask 0) is never a slip, however
+    unlikely, and stays out of the loss."""
     import torch
     from trl import GRPOTrainer
 
     from warpk.trainers.grpo import trainer_class
 
     batch = {
-        "prompt_ids": torch.zeros(2, 3, dtype=torch.long),
+        "prompt_ids": torch.tensor([[1, 2, 3], [4, 5, 6]]),
         "prompt_mask": torch.ones(2, 3, dtype=torch.long),
-        "completion_ids": torch.zeros(2, 4, dtype=torch.long),
-        "completion_mask": torch.ones(2, 4, dtype=torch.long),
-        "tool_mask": torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]]),
+        "completion_ids": torch.tensor([[7, 8, 9, 10], [11, 12, 13, 0]]),
+        "completion_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]]),
+        "tool_mask": torch.tensor([[1, 0, 1, 1], [1, 1, 1, 1]]),  # row 0: token 1 is feedback
         "advantages": torch.tensor([-1.0, 1.0]),
     }
-    probs = torch.tensor([[0.9, 0.9, 0.1, 0.9], [0.9, 0.9, 0.9, 0.2]])
+    probs = torch.tensor([[0.9, 0.01, 0.9, 0.1], [0.9, 0.2, 0.9, 0.9]])
+    seen = {}
+
+    def forward(model, ids, attention, keep, **kwargs):
+        seen.update(ids=ids, attention=attention, keep=keep, grad=torch.is_grad_enabled())
+        return probs.log(), None, None
+
     monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", lambda self, inputs: dict(batch))
     cls = trainer_class(1.0, credit_cutoff=0.5)
     trainer = object.__new__(cls)
-    trainer.model = None
-    trainer._get_per_token_logps_and_entropies = lambda model, ids, attention, keep: (probs.log(), None, None)
+    trainer.model = type("Policy", (), {"is_gradient_checkpointing": False})()
+    trainer.args = type("Args", (), {"gradient_checkpointing_kwargs": None, "per_device_train_batch_size": 2})
+    trainer._get_per_token_logps_and_entropies = forward
     out = cls._generate_and_score_completions(trainer, inputs=[])
-    assert out["tool_mask"].tolist() == [[1, 1, 1, 0], [0, 1, 1, 0]]
+    assert out["tool_mask"].tolist() == [[1, 0, 1, 1], [1, 0, 0, 0]]
+    assert seen["ids"].tolist() == [[1, 2, 3, 7, 8, 9, 10], [4, 5, 6, 11, 12, 13, 0]]
+    assert seen["attention"].tolist() == [[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 0]]
+    assert seen["keep"] == 4 and not seen["grad"]
     assert torch.equal(out["advantages"], batch["advantages"])  # weight 1: advantages untouched
+
+

@@ -12,8 +12,9 @@ trainer, train (resuming from the run dir's latest checkpoint), save the adapter
   their mean as None (W&B keeps the key with a null value; docs/training.md).
 
 Non-goals: no custom loss (`train.negative_advantage_weight` < 1 rescales trl's advantages,
-`train.credit_cutoff` masks tokens out of trl's loss, nothing more). `model.turns=k > 1` swaps
-`total` for the discounted return over refinement turns (warpk.trainers.multiturn).
+`train.credit_cutoff` masks tokens out of trl's loss at the cost of one no-grad forward pass,
+nothing more). `model.turns=k > 1` swaps `total` for the discounted return over refinement turns
+(warpk.trainers.multiturn).
 """
 
 from __future__ import annotations
@@ -109,10 +110,13 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
     """trl's GRPOTrainer, or one that changes what it computed before its loss:
     - negative_advantage_weight < 1: negative advantages (after trl's group centring and
       `scale_rewards`) are multiplied by it;
-    - credit_cutoff: each completion's loss covers only the tokens `credit_mask` keeps (through
-      trl's `tool_mask`, the loss mask it multiplies into `completion_mask`; so its entropy and
-      length metrics cover those tokens only). The token probabilities come from one more
-      forward pass of the policy that sampled them.
+    - credit_cutoff: each completion's loss covers only the tokens `credit_mask` keeps, through
+      trl's `tool_mask` (the loss mask it multiplies into `completion_mask`; so the entropy trl
+      logs covers those tokens only, its length metrics all of them). The probabilities cost one
+      more no-grad forward pass of the generation batch (trl's old log-probabilities where it
+      has them). trl's dapo normaliser (`num_items_in_batch`) is computed before this and still
+      counts the masked-out tokens, so the loss shrinks by the share of tokens kept; with AdamW
+      that is close to a no-op, and it is what the 2026-12-04 runs in docs/training.md used.
 
     A subclass because trl 1.16 has no hook between its advantages and its loss; it overrides
     one private method whose output keeps its keys (pinned trl<1.17). trl's own logs (the
@@ -127,19 +131,27 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
             batch = super()._generate_and_score_completions(inputs)
             a = batch["advantages"]
             if credit_cutoff is not None:
-                keep = credit_mask(self._token_probs(batch), batch["completion_mask"], a, credit_cutoff)
-                batch["tool_mask"] = keep if "tool_mask" not in batch else keep * batch["tool_mask"]
+                mask = batch["completion_mask"]  # the policy's own tokens: a rollout's env_mask is 0
+                mask = mask if "tool_mask" not in batch else mask * batch["tool_mask"]  # on feedback
+                batch["tool_mask"] = credit_mask(self._token_probs(batch), mask, a, credit_cutoff)
             batch["advantages"] = a.where(a >= 0, a * negative_advantage_weight)
             return batch
 
         def _token_probs(self, batch):
+            """The sampling policy's probability of each completion token: trl's own old
+            log-probabilities where it computed them, else one no-grad pass in its chunks."""
             import torch
+            from trl.models.utils import disable_gradient_checkpointing
 
+            if batch.get("old_per_token_logps") is not None:
+                return batch["old_per_token_logps"].exp()
             ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
             attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-            with torch.no_grad():
+            kwargs = self.args.gradient_checkpointing_kwargs
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, kwargs):
                 logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, ids, attention, batch["completion_ids"].size(1)
+                    self.model, ids, attention, batch["completion_ids"].size(1),
+                    batch_size=self.args.per_device_train_batch_size,
                 )
             return logps.exp()
 
@@ -148,7 +160,8 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
 
 def build_trainer(config: RunConfig, run_dir: Path, source):
     """The GRPOTrainer for `config`, its rewards reading records from `source`."""
-    GRPOTrainer = trainer_class(config.train.negative_advantage_weight, config.train.credit_cutoff)  # noqa: N806
+    train = config.train
+    GRPOTrainer = trainer_class(train.negative_advantage_weight, train.credit_cutoff)  # noqa: N806 - a class
 
     model, tokenizer, peft_config = common.load_train_policy(config)
     shared = SharedBatch(source)
