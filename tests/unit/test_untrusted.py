@@ -64,7 +64,7 @@ def test_the_mapping_allowance_is_linear_between_its_probes_and_zero_uncalibrate
 
 
 def test_the_wall_bound_allows_the_references_delivery_and_the_mapping_and_nothing_else():
-    from warpk.evaluator.trusted import wall_bound_ms
+    from warpk.evaluator.timing_phase import wall_bound_ms
 
     # 100 ms seen; the reference needed 2 ms beyond its compute; 3 ms + 5% slack
     assert wall_bound_ms(100.0, 10.0, 12.0, 0.0) == 100.0 - 3.0 - 3.0 - 5.0

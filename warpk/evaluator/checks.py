@@ -4,7 +4,7 @@ Every function takes the `torch` module as its first argument so this module imp
 heavy. The candidate's tensors reach here rebuilt from raw bytes (warpk.evaluator.transport),
 so they are plain tensors whose dtype and shape are what the bytes say.
 
-Non-goals: no inputs, no timing.
+Non-goals: no drawing of inputs (trusted.Session.inputs), no timing.
 """
 
 from __future__ import annotations
@@ -112,3 +112,22 @@ def check_correct(torch, ref_out, new_out, protocol, where: str) -> tuple[float,
         worst_abs = max(worst_abs, abs_err)
         worst_rel = max(worst_rel, abs_err / max(scale, 1e-12))
     return worst_abs, worst_rel
+
+
+def fingerprint(torch, inputs: list) -> list[str]:
+    """Cheap sums of a call's inputs, to check that drawing them again gives the same ones."""
+    def one(x) -> str:
+        if not isinstance(x, torch.Tensor):
+            return repr(x)
+        values = torch.view_as_real(x) if x.is_complex() else x
+        return f"{tuple(x.shape)} {x.dtype} {float(values.sum(dtype=torch.float64))!r}"
+
+    return [one(x) for x in inputs]
+
+
+def check_redrawn(torch, calls: list[list], prints: list) -> None:
+    """A huge task's reference runs on its inputs drawn again from the seed: they must match."""
+    if [fingerprint(torch, c) for c in calls] != prints:
+        raise RuntimeError("the task's get_inputs() is not a function of torch.manual_seed alone "
+                           "(drawn again, its inputs differ), which a task over 1 GiB of inputs and "
+                           "outputs needs")

@@ -20,8 +20,8 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.assemble import record_from
 from warpk.evaluator.energy import IDLE_WINDOW_S
 from warpk.evaluator.lane import Lane, compile_candidate
+from warpk.evaluator.link import candidate_text
 from warpk.evaluator.sandbox import Limits
-from warpk.evaluator.trusted import candidate_text
 from warpk.records import EvalRecord
 
 

@@ -38,15 +38,16 @@ median of the per-batch reference/candidate ratios with a distribution-free 95% 
 Every wait on the untrusted worker has a limit: compile_timeout_s for loading, otherwise
 run_timeout_s + run_timeout_factor x the reference's time for the same work -> timeout.
 
+Session lives in four modules, read in this order: this one (the protocol's order, the reference,
+correctness), `link` (messages and tensors to and from the untrusted worker, the bounds on both),
+`timing_phase` (step 5) and `energy_phase` (step 6).
+
 Non-goals: no sandboxing (warpk.evaluator.sandbox), no records (warpk.evaluator.assemble).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import math
 import os
 import secrets
 import socket
@@ -57,31 +58,15 @@ import traceback
 import types
 
 from warpk.evaluator import protocol as wire
-from warpk.evaluator.checks import Verdict, check_correct, flatten, same_inputs
+from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, fingerprint, flatten, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
-from warpk.evaluator.speed import speed_summary
-from warpk.evaluator.transport import ALIGN, Carrier, layout, tensor_bytes
-from warpk.telemetry.lane import lane_fields
+from warpk.evaluator.energy_phase import EnergyPhases
+from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
+from warpk.evaluator.timing_phase import TimingPhase
+from warpk.evaluator.transport import layout
 
-MAX_CALLS_PER_BATCH = 4096
-# A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
-# correctness, and the candidate runs first, then the reference on the same inputs drawn again,
-# so peak device memory stays about KernelBench's (inputs + 2 x outputs; docs/evaluator.md §3).
-BIG_IO_BYTES = 1 << 30
-# On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
-DEVICE_MEMORY_BYTES = 256 << 20
-ENERGY_INPUT_SETS = 3  # fresh input sets an energy loop cycles through
-# The candidate's reported time must be >= its go->outputs wall time, less the delivery the
-# reference needed for the same bytes (x OVERHEAD_FACTOR), less WALL_SLACK_MS (IPC, JSON) and
-# WALL_SLACK_FRACTION of the wall: what its own clock may be short by (the residual risk).
-WALL_SLACK_MS = 3.0
-WALL_SLACK_FRACTION = 0.05
-OVERHEAD_FACTOR = 1.5
-# A contradicted batch is replaced; a lie contradicts every batch, a stalled machine only some
-# (seen in CI: 11 of 17 on a freshly installed 2-core box), so a candidate gets this many
-# replacements per wanted batch before it is `implausible`.
-REFUSALS_PER_BATCH = 3
+
 def host_peak_bytes(torch, task) -> int | None:
     """A lower bound of the host bytes the protocol holds at its peak for one call of `task` on
     the CPU, from its inputs (I) and the reference's outputs (O) sized on the meta device: the
@@ -113,44 +98,6 @@ def available_host_bytes() -> int | None:
     return None
 
 
-def wall_bound_ms(wall_ms: float, ref_ms: float, ref_wall_ms: float, mapping_ms: float) -> float:
-    """The least time a candidate may report for a batch the trusted clock saw take `wall_ms`
-    (go to outputs here): less 1.5 x the delivery the reference's batch of the same bytes needed
-    (its wall less its compute) plus the calibrated mapping of a device delivery, less the slack."""
-    overhead_ms = (max(ref_wall_ms - ref_ms, 0.0) + mapping_ms) * OVERHEAD_FACTOR
-    return wall_ms - overhead_ms - WALL_SLACK_MS - WALL_SLACK_FRACTION * wall_ms
-
-
-def fingerprint(torch, inputs: list) -> list[str]:
-    """Cheap sums of a call's inputs, to check that drawing them again gives the same ones."""
-    def one(x) -> str:
-        if not isinstance(x, torch.Tensor):
-            return repr(x)
-        values = torch.view_as_real(x) if x.is_complex() else x
-        return f"{tuple(x.shape)} {x.dtype} {float(values.sum(dtype=torch.float64))!r}"
-
-    return [one(x) for x in inputs]
-
-
-def check_redrawn(torch, calls: list[list], prints: list) -> None:
-    """A huge task's reference runs on its inputs drawn again from the seed: they must match."""
-    if [fingerprint(torch, c) for c in calls] != prints:
-        raise RuntimeError("the task's get_inputs() is not a function of torch.manual_seed alone "
-                           "(drawn again, its inputs differ), which a task over 1 GiB of inputs and "
-                           "outputs needs")
-
-
-def one_line(err: BaseException) -> str:
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text[:400]
-
-
-def candidate_text(text: str | None) -> str:
-    """A reason written by the candidate's process, bounded, and never passing for ours."""
-    text = " ".join((text or "no reason given").split())[:600]
-    return f"(from the candidate) {text}" if text.startswith(HARNESS_PREFIXES) else text
-
-
 def _load_task(source: str) -> types.ModuleType:
     module = types.ModuleType("warpk_task")
     module.__file__ = "task.py"
@@ -158,66 +105,23 @@ def _load_task(source: str) -> types.ModuleType:
     return module
 
 
-class Session:
-    """One candidate's measurement: the reference here, the candidate behind `sock`."""
+class Session(TimingPhase, EnergyPhases, Link):
+    """One candidate's measurement: the reference here, the candidate behind `sock` (Link), in
+    the protocol's order (`run`)."""
 
     def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket,
                  energies: ReferenceEnergies | None = None):
-        self.torch, self.dev, self.request, self.sock = torch, dev, request, sock
+        super().__init__(torch, dev, request.settings, sock)
+        self.request = request
         self.energies = energies if energies is not None else ReferenceEnergies()
-        self.spans: list[tuple[float, float]] = []  # host-monotonic (start, end) of the candidate's Go's
         self.ref_energy: ReferenceEnergy | None = None
         self.ref_energy_error: str | None = None
-        self.s = request.settings
         self.task = _load_task(request.task_source)
         self.constants = {
             k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
         }
         self.result: dict = {"device": dev.name}
-        self.carriers = {on: Carrier(torch, dev.device, on) for on in {False, dev.cuda}}
-        self.carrier = self.carriers[False]  # the last Stage's (the next outputs come the same way)
-        self.phase = "load"
-        self.ref_call_s = None  # the reference's time per call, once known
-        self.out_bytes = 0  # bytes of the reference's outputs of one call, once known
-        self.in_bytes = 0  # bytes of one staged call's inputs
-        self.out_count = self.in_count = 1  # tensors in one call's outputs / inputs, once known
-        self.went = False  # whether the candidate has run any call yet
         self.confirmed_call_ms = 0.0  # per call, what the trusted clock confirmed while timing
-        self.arrived = 0.0  # when the last answer of the untrusted worker was received
-
-    # --- talking to the untrusted worker ----------------------------------------------------------
-    def ask(self, message, fd: int | None = None, limit_s: float | None = None, expect=(wire.Reply,)):
-        wire.send(self.sock, message, fd)
-        return self.answer(limit_s, expect)
-
-    def answer(self, limit_s: float | None = None, expect=(wire.Reply,)):
-        """The untrusted worker's next reply if it is ok (else its failure as a Verdict)."""
-        limit_s = limit_s if limit_s is not None else self.s.run_timeout_s
-        try:
-            raw, out_fd = wire.recv_raw(self.sock, timeout_s=limit_s)
-        except wire.PeerTimeout as err:
-            raise Verdict("timeout", f"the {self.phase} phase exceeded its limit of {limit_s:.3g} s") from err
-        self.arrived = time.perf_counter()  # the answer is here; checking it is our time, not its
-        if out_fd is not None and wire.Ran not in expect:
-            os.close(out_fd)  # only a Ran carries bytes: a kept fd would pile up in this worker
-            out_fd = None
-        try:
-            reply = wire.decode(raw, expect)
-        except wire.ProtocolError:
-            if out_fd is not None:
-                os.close(out_fd)
-            raise
-        if reply.status != "ok":
-            if out_fd is not None:
-                os.close(out_fd)
-            status = reply.status if reply.status in CANDIDATE_FAILURES else "runtime_error"
-            raise Verdict(status, candidate_text(reply.error))
-        return reply, out_fd
-
-    def limit_for(self, calls: int) -> float:
-        """The wait allowed for `calls` candidate calls: floor + factor x the reference's time."""
-        ref_s = (self.ref_call_s or 0.0) * calls
-        return self.s.run_timeout_s + self.s.run_timeout_factor * ref_s
 
     # --- the reference side ------------------------------------------------------------------------
     def apply_shape(self, shape: str) -> None:
@@ -263,89 +167,6 @@ class Session:
         finally:
             if fd is not None:
                 os.close(fd)
-
-    def stage(self, calls: list[list]) -> None:
-        self.stage_encoded(*self.encode(calls))
-
-    def carrier_for(self, calls: int) -> Carrier:
-        """Host memfds, or on a GPU device memory once a batch moves DEVICE_MEMORY_BYTES or more
-        either way (below that the memfd's smaller fixed cost wins, and it is what the
-        reference's delivery is measured with)."""
-        moved = max(self.in_bytes, self.out_bytes) * calls
-        return self.carriers[self.dev.cuda and moved >= DEVICE_MEMORY_BYTES]
-
-    def encode(self, calls: list[list]) -> tuple[int | None, list]:
-        """The calls' inputs packed for the untrusted worker (our own copies may go after this)."""
-        tensors = [[x for x in c if isinstance(x, self.torch.Tensor)] for c in calls]
-        self.in_bytes = max(layout(t)[1] for t in tensors)
-        self.in_count = max(1, max(len(t) for t in tensors))
-        self.carrier = self.carrier_for(len(calls))
-        return self.carrier.encode_calls(calls)
-
-    def stage_encoded(self, fd: int | None, encoded: list) -> None:
-        """Hand encoded calls to the untrusted worker (the fd is closed here)."""
-        try:
-            self.ask(wire.Stage(encoded, self.out_bytes * len(encoded), self.carrier.on_device), fd)
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-    def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, list[list], list[list], float]:
-        """(Ran, its outputs, its reported inputs, wall ms from sending Go to having copies of
-        the outputs here: device memory the candidate could still write is never believed)."""
-        start, since = time.perf_counter(), time.monotonic()
-        self.went = True
-        ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
-        self.spans.append((since, time.monotonic()))
-        if len(ran.outputs) != calls:
-            if fd is not None:
-                os.close(fd)
-            raise Verdict("incorrect", f"{calls} calls were run but {len(ran.outputs)} outputs came back")
-        outs, ins = self.outputs_of(ran, fd)
-        wall_ms = (time.perf_counter() - start) * 1e3
-        self.carrier.unmap()
-        return ran, outs, ins, wall_ms
-
-    def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]:
-        """Copies here of the candidate's outputs (and reported inputs) from what came with `ran`."""
-        specs = [s for call in ran.outputs for s in call] + [s for call in ran.inputs_after for s in call]
-        # In all at most 8x the bytes of the reference's outputs (a wider dtype is the verdict's
-        # business, an incorrect one) plus the staged inputs, in at most as many tensors as the
-        # reference's outputs and the inputs have: a candidate cannot make this process allocate
-        # what it likes.
-        calls = len(ran.outputs)
-        allowed = (8 * max(self.out_bytes, 1) + self.in_bytes) * calls + ALIGN * (len(specs) + 1)
-        most = (self.out_count + self.in_count) * calls
-        try:
-            if len(specs) > most:
-                raise wire.ProtocolError(f"{len(specs)} tensors came back for {calls} calls; at most {most}")
-            total = sum(tensor_bytes(self.torch, spec) for spec in specs)
-            if total > allowed:
-                raise wire.ProtocolError(f"{total} bytes of tensors came back; at most {allowed}")
-        except wire.ProtocolError:
-            if fd is not None:
-                os.close(fd)
-            raise
-        tensors = iter(self.carrier.unpack(fd, specs, allowed))
-        outs = [[next(tensors) for _ in call] for call in ran.outputs]
-        ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
-        return outs, ins
-
-    def size_outputs(self, ref_out) -> None:
-        """Bytes and tensor count of one reference call's outputs: what an answer may hold."""
-        flat = [o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)]
-        self.out_bytes, self.out_count = layout(flat)[1], len(flat)
-
-    def settle(self) -> None:
-        """Wait until the untrusted worker has done what it does after answering (unmapping,
-        giving device memory back), so none of it overlaps the reference that runs next: an
-        empty Stage, which it answers only after that."""
-        self.ask(wire.Stage([], 0))
-
-    def release(self) -> None:
-        """Give freed device memory back to the driver (the other process may need it)."""
-        if self.dev.cuda:
-            self.torch.cuda.empty_cache()
 
     def reference_batch(self, calls: list[list]) -> tuple[list, float, float]:
         """(outputs, compute ms, wall ms) of the reference, delivered the way the candidate's are:
@@ -436,75 +257,6 @@ class Session:
             io_bytes=float(io_bytes),
         )
 
-    def calls_per_batch(self) -> int:
-        s = self.s
-        by_time = math.ceil(s.batch_target_ms / 1e3 / max(self.ref_call_s, 1e-7))
-        by_memory = int(s.batch_memory_bytes // max(self.result["io_bytes"], 1.0))
-        return max(1, min(by_time, by_memory, MAX_CALLS_PER_BATCH))
-
-    def timing(self) -> None:
-        torch, s = self.torch, self.s
-        self.phase = "timing"
-        k = self.calls_per_batch()
-        mapping_ms = self.carrier_for(k).mapping_ms(self.out_bytes * k)  # outputs sized by correctness
-        ref_ms, new_ms, walls, refused, confirmed = [], [], [], [], []
-        batch = -1
-        while len(new_ms) < s.timing_batches and len(refused) <= REFUSALS_PER_BATCH * s.timing_batches:
-            batch += 1  # batch 0 warms both up and is not used
-            seeds = [secrets.randbits(63) for _ in range(k)]
-            calls = [self.inputs(seed) for seed in seeds]
-            # A huge task: the candidate first, then the reference on the same inputs drawn again
-            # (one set of outputs held at a time); otherwise a random order per batch.
-            big = self.result["io_bytes"] > BIG_IO_BYTES
-            candidate_first = big or secrets.randbelow(2) == 1
-            # The candidate gets its inputs just before its Go, never while the reference runs.
-            if candidate_first:
-                encoded = self.encode(calls)
-                if big:
-                    prints = [fingerprint(torch, c) for c in calls]
-                    del calls
-                self.stage_encoded(*encoded)
-                ran, outs, _, wall_ms = self.go(k, self.limit_for(k), release=big)
-                self.settle()  # the reference is timed next: nothing of the candidate's may overlap it
-                if big:
-                    calls = [self.inputs(seed) for seed in seeds]
-                    check_redrawn(torch, calls, prints)
-            ref_outs, r_ms, r_wall_ms = self.reference_batch(calls)
-            if not candidate_first:
-                self.stage_encoded(*self.encode(calls))  # no fd is held while the reference runs
-                del calls
-                ran, outs, _, wall_ms = self.go(k, self.limit_for(k))
-            else:
-                del calls
-            for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
-                check_correct(torch, ref_out, out, s, f"timed call {i} of batch {batch}")
-            del outs, ref_outs
-            claimed = ran.compute_ms
-            bound_ms = wall_bound_ms(wall_ms, r_ms, r_wall_ms, mapping_ms)
-            if os.environ.get("WARPK_DEBUG_TIMING"):
-                print(f"batch {batch} k={k} ref {r_ms:.3f}/{r_wall_ms:.3f} cand {claimed}/{wall_ms:.3f} "
-                      f"mapping {mapping_ms:.3f} bound {bound_ms:.3f}", file=sys.stderr, flush=True)
-            if not batch:
-                continue
-            if claimed is None or not math.isfinite(claimed) or claimed <= 0 or claimed < bound_ms:
-                refused.append(f"{claimed!r} ms reported, >= {bound_ms:.4g} ms by the trusted clock")
-                continue
-            ref_ms.append(r_ms / k)
-            new_ms.append(max(min(claimed, wall_ms), bound_ms, 1e-6) / k)  # never below what the clock saw
-            walls.append(wall_ms)
-            confirmed.append(min(max(bound_ms / max(claimed, 1e-9), 0.0), 1.0))
-        if len(refused) > REFUSALS_PER_BATCH * s.timing_batches:
-            raise Verdict(
-                "implausible",
-                f"in {len(refused)} of {len(refused) + len(new_ms)} timed batches of {k} calls the "
-                "candidate's own clock reported less time than the trusted wall clock (go to outputs, "
-                f"less delivery) allows, e.g. {refused[0]}",
-            )
-        self.result.update(calls_per_batch=k, batches=len(new_ms), wall_ms=statistics.median(walls),
-                           clock_confirmed=statistics.median(confirmed))
-        self.confirmed_call_ms = statistics.median(c * n for c, n in zip(confirmed, new_ms, strict=True))
-        self.result.update(speed_summary(ref_ms, new_ms))
-
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
         if not self.dev.cuda:
@@ -522,141 +274,6 @@ class Session:
             del inputs
             _, (out,), _, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
             check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
-
-    def reference_energy(self) -> None:
-        """evaluate.energy=nvml on a GPU: the reference's energy per call, from this lane's store
-        or measured now, before the candidate is loaded (energy.REF_ENERGY_MAX_AGE_S)."""
-        spec = self.request.energy
-        if spec is None or not self.dev.cuda:
-            return
-        key = (hashlib.sha256(self.request.task_source.encode()).hexdigest(), self.request.shape,
-               spec.min_window_s)
-        self.ref_energy = self.energies.fresh(key)
-        if self.ref_energy is not None:
-            return
-        start = time.perf_counter()
-        try:
-            fields = self._measure_reference(spec)
-        except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
-            if "CUDA error" in str(err):
-                raise
-            self.ref_energy_error = (f"{self.meter_name} energy measurement of the reference failed: "
-                                     f"{one_line(err)}")
-            return
-        finally:
-            self.release()  # its model and inputs are gone: the candidate's worker gets the memory
-        self.ref_energy = self.energies.store(key, fields)
-        self.result["energy_s"] = time.perf_counter() - start
-
-    def _measure_reference(self, spec: wire.EnergySpec) -> dict:
-        """The reference alone on the NVML counter: a model of its own over 3 fresh input sets."""
-        from warpk.evaluator.energy import measure_one, open_meter
-
-        torch = self.torch
-        with torch.device(self.dev.device):
-            torch.manual_seed(secrets.randbits(31))
-            reference = self.task.Model(*self.task.get_init_inputs()).to(self.dev.device).eval()
-        sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
-        turn = iter(range(1 << 62))
-        props = torch.cuda.get_device_properties(self.dev.device)
-        with torch.no_grad(), open_meter(props, spec) as meter:
-            return measure_one(meter, lambda: reference(*sets[next(turn) % len(sets)]), self.dev.sync,
-                               spec.repeats, spec.idle_window_s, spec.rel_uncertainty, prefix="ref_")
-
-    def energy(self) -> None:
-        """evaluate.energy=nvml on a GPU: the candidate measured on the NVML counter, read here
-        while its calls run over there (warpk.evaluator.energy), beside the reference's energy
-        from `reference_energy`."""
-        spec = self.request.energy
-        if spec is None or not self.dev.cuda:
-            return
-        if self.ref_energy is None:
-            self.result["energy_error"] = self.ref_energy_error or "the reference's energy was not measured"
-            return
-        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_one, open_meter
-
-        torch, s = self.torch, self.s
-        self.phase = "energy"
-        start = time.perf_counter()
-        sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
-        ref_outs = [self.reference(*args) for args in sets]
-        self.stage(sets)
-        del sets
-
-        def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
-            if len(ran.outputs) != 1:
-                if fd is not None:
-                    os.close(fd)
-                raise Verdict("incorrect", f"an energy batch sent {len(ran.outputs)} outputs back, not 1")
-            (out,), _ = self.outputs_of(ran, fd)
-            expected = ref_outs[(calls - 1) % len(ref_outs)]
-            check_correct(torch, expected, out, s, "the last call of an energy batch")
-            floor_ms = ENERGY_WALL_SHARE * calls * self.confirmed_call_ms
-            if wall_s * 1e3 < floor_ms:
-                raise Verdict("implausible", f"an energy batch of {calls} calls took {wall_s * 1e3:.3g} ms, "
-                              f"less than the {floor_ms:.3g} ms its calls took while timed: work was skipped")
-
-        remote = RemoteLoop(lambda n: wire.send(self.sock, wire.Go(repeat=n)),
-                            lambda n: self.answer(self.limit_for(n), (wire.Ran,)), check)
-
-        def sync() -> None:
-            self.dev.sync()
-            remote.sync()
-
-        try:
-            props = torch.cuda.get_device_properties(self.dev.device)
-            since = time.monotonic()
-            with open_meter(props, spec) as meter:
-                fields = measure_one(meter, remote, sync, spec.repeats, 0.0, spec.rel_uncertainty)
-            self.spans.append((since, time.monotonic()))
-        except (Verdict, wire.ProtocolError):
-            raise
-        except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
-            if "CUDA error" in str(err):
-                raise
-            remote.sync()  # a batch may still be in flight: its answer must not meet the next step
-            self.result["energy_error"] = f"{self.meter_name} energy measurement failed: {one_line(err)}"
-            return
-        self.ref_energy.uses += 1
-        spent_s = (self.result.get("energy_s") or 0.0) + time.perf_counter() - start
-        self.result.update(fields, **self.ref_energy.fields, ref_energy_id=self.ref_energy.ident,
-                           energy_s=spent_s)
-
-    @property
-    def meter_name(self) -> str:
-        return "sampler" if self.request.energy and self.request.energy.sampler_addr else "nvml"
-
-    @contextlib.contextmanager
-    def lane_telemetry(self):
-        """evaluate.energy=sampler on a GPU: the daemon's stream of this lane's power, clocks,
-        temperature and throttling while the block runs (the candidate's timing and energy),
-        summarised over the candidate's own batches and windows (`spans`, not the reference's)
-        into the lane_* fields; lane_error when there is none."""
-        spec = self.request.energy
-        recorder = None
-        if spec is not None and spec.sampler_addr and self.dev.cuda:
-            recorder = self.start_recorder(spec.sampler_addr)
-        self.spans = []
-        try:
-            yield
-        finally:
-            if recorder is not None:
-                recorder.stop()
-                self.result.update(lane_fields(recorder.samples, self.spans))
-                if recorder.error is not None:
-                    self.result["lane_error"] = f"the sampler's stream broke: {one_line(recorder.error)}"
-
-    def start_recorder(self, addr: str):
-        """A started LaneRecorder on this lane's GPU, or None with lane_error saying why."""
-        from warpk.evaluator.energy import nvml_index_of
-        from warpk.telemetry.lane import LaneRecorder
-
-        try:
-            index = nvml_index_of(self.torch.cuda.get_device_properties(self.dev.device))
-            return LaneRecorder(addr, index).start()
-        except Exception as err:  # noqa: BLE001 - no daemon, no NVML: the record says why
-            self.result["lane_error"] = f"no lane telemetry from the sampler: {one_line(err)}"
-            return None
 
     def run(self) -> wire.Measurement:
         torch, s = self.torch, self.s
@@ -682,10 +299,6 @@ class Session:
                 self.energy()
             self.other_shapes()
         return wire.Measurement(status="ok", **self.result)
-
-
-HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
-CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
 
 
 def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.socket,

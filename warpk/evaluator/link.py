@@ -1,0 +1,176 @@
+"""The trusted worker's link to one untrusted worker: messages both ways, with a limit on every
+wait, and the tensors that travel between them (warpk.evaluator.transport).
+
+`Link` holds what the protocol knows of the task's sizes so far (bytes and tensor counts of one
+call's inputs and outputs, the reference's time per call), which bound what an answer may hold
+and how long the candidate may take. Whatever the untrusted worker sends is checked here against
+those bounds before anything of it is allocated or believed; its failures come back as a Verdict
+whose reason can never pass for the harness's own.
+
+Non-goals: no verdicts on outputs (warpk.evaluator.checks), no protocol order (trusted.Session).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.checks import Verdict, flatten
+from warpk.evaluator.devices import Device
+from warpk.evaluator.transport import ALIGN, Carrier, layout, tensor_bytes
+
+# A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
+# correctness, and the candidate runs first, then the reference on the same inputs drawn again,
+# so peak device memory stays about KernelBench's (inputs + 2 x outputs; docs/evaluator.md §3).
+BIG_IO_BYTES = 1 << 30
+# On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
+DEVICE_MEMORY_BYTES = 256 << 20
+HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
+CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
+
+
+def one_line(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text[:400]
+
+
+def candidate_text(text: str | None) -> str:
+    """A reason written by the candidate's process, bounded, and never passing for ours."""
+    text = " ".join((text or "no reason given").split())[:600]
+    return f"(from the candidate) {text}" if text.startswith(HARNESS_PREFIXES) else text
+
+
+class Link:
+    """The untrusted worker behind `sock`, as the trusted worker talks to it."""
+
+    def __init__(self, torch, dev: Device, settings, sock: socket.socket):
+        self.torch, self.dev, self.s, self.sock = torch, dev, settings, sock
+        self.carriers = {on: Carrier(torch, dev.device, on) for on in {False, dev.cuda}}
+        self.carrier = self.carriers[False]  # the last Stage's (the next outputs come the same way)
+        self.phase = "load"
+        self.spans: list[tuple[float, float]] = []  # host-monotonic (start, end) of the candidate's Go's
+        self.ref_call_s = None  # the reference's time per call, once known
+        self.out_bytes = 0  # bytes of the reference's outputs of one call, once known
+        self.in_bytes = 0  # bytes of one staged call's inputs
+        self.out_count = self.in_count = 1  # tensors in one call's outputs / inputs, once known
+        self.went = False  # whether the candidate has run any call yet
+        self.arrived = 0.0  # when the last answer of the untrusted worker was received
+
+    def ask(self, message, fd: int | None = None, limit_s: float | None = None, expect=(wire.Reply,)):
+        wire.send(self.sock, message, fd)
+        return self.answer(limit_s, expect)
+
+    def answer(self, limit_s: float | None = None, expect=(wire.Reply,)):
+        """The untrusted worker's next reply if it is ok (else its failure as a Verdict)."""
+        limit_s = limit_s if limit_s is not None else self.s.run_timeout_s
+        try:
+            raw, out_fd = wire.recv_raw(self.sock, timeout_s=limit_s)
+        except wire.PeerTimeout as err:
+            raise Verdict("timeout", f"the {self.phase} phase exceeded its limit of {limit_s:.3g} s") from err
+        self.arrived = time.perf_counter()  # the answer is here; checking it is our time, not its
+        if out_fd is not None and wire.Ran not in expect:
+            os.close(out_fd)  # only a Ran carries bytes: a kept fd would pile up in this worker
+            out_fd = None
+        try:
+            reply = wire.decode(raw, expect)
+        except wire.ProtocolError:
+            if out_fd is not None:
+                os.close(out_fd)
+            raise
+        if reply.status != "ok":
+            if out_fd is not None:
+                os.close(out_fd)
+            status = reply.status if reply.status in CANDIDATE_FAILURES else "runtime_error"
+            raise Verdict(status, candidate_text(reply.error))
+        return reply, out_fd
+
+    def limit_for(self, calls: int) -> float:
+        """The wait allowed for `calls` candidate calls: floor + factor x the reference's time."""
+        ref_s = (self.ref_call_s or 0.0) * calls
+        return self.s.run_timeout_s + self.s.run_timeout_factor * ref_s
+
+    # --- moving tensors ---------------------------------------------------------------------------
+    def stage(self, calls: list[list]) -> None:
+        self.stage_encoded(*self.encode(calls))
+
+    def carrier_for(self, calls: int) -> Carrier:
+        """Host memfds, or on a GPU device memory once a batch moves DEVICE_MEMORY_BYTES or more
+        either way (below that the memfd's smaller fixed cost wins, and it is what the
+        reference's delivery is measured with)."""
+        moved = max(self.in_bytes, self.out_bytes) * calls
+        return self.carriers[self.dev.cuda and moved >= DEVICE_MEMORY_BYTES]
+
+    def encode(self, calls: list[list]) -> tuple[int | None, list]:
+        """The calls' inputs packed for the untrusted worker (our own copies may go after this)."""
+        tensors = [[x for x in c if isinstance(x, self.torch.Tensor)] for c in calls]
+        self.in_bytes = max(layout(t)[1] for t in tensors)
+        self.in_count = max(1, max(len(t) for t in tensors))
+        self.carrier = self.carrier_for(len(calls))
+        return self.carrier.encode_calls(calls)
+
+    def stage_encoded(self, fd: int | None, encoded: list) -> None:
+        """Hand encoded calls to the untrusted worker (the fd is closed here)."""
+        try:
+            self.ask(wire.Stage(encoded, self.out_bytes * len(encoded), self.carrier.on_device), fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, list[list], list[list], float]:
+        """(Ran, its outputs, its reported inputs, wall ms from sending Go to having copies of
+        the outputs here: device memory the candidate could still write is never believed)."""
+        start, since = time.perf_counter(), time.monotonic()
+        self.went = True
+        ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
+        self.spans.append((since, time.monotonic()))
+        if len(ran.outputs) != calls:
+            if fd is not None:
+                os.close(fd)
+            raise Verdict("incorrect", f"{calls} calls were run but {len(ran.outputs)} outputs came back")
+        outs, ins = self.outputs_of(ran, fd)
+        wall_ms = (time.perf_counter() - start) * 1e3
+        self.carrier.unmap()
+        return ran, outs, ins, wall_ms
+
+    def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]:
+        """Copies here of the candidate's outputs (and reported inputs) from what came with `ran`."""
+        specs = [s for call in ran.outputs for s in call] + [s for call in ran.inputs_after for s in call]
+        # In all at most 8x the bytes of the reference's outputs (a wider dtype is the verdict's
+        # business, an incorrect one) plus the staged inputs, in at most as many tensors as the
+        # reference's outputs and the inputs have: a candidate cannot make this process allocate
+        # what it likes.
+        calls = len(ran.outputs)
+        allowed = (8 * max(self.out_bytes, 1) + self.in_bytes) * calls + ALIGN * (len(specs) + 1)
+        most = (self.out_count + self.in_count) * calls
+        try:
+            if len(specs) > most:
+                raise wire.ProtocolError(f"{len(specs)} tensors came back for {calls} calls; at most {most}")
+            total = sum(tensor_bytes(self.torch, spec) for spec in specs)
+            if total > allowed:
+                raise wire.ProtocolError(f"{total} bytes of tensors came back; at most {allowed}")
+        except wire.ProtocolError:
+            if fd is not None:
+                os.close(fd)
+            raise
+        tensors = iter(self.carrier.unpack(fd, specs, allowed))
+        outs = [[next(tensors) for _ in call] for call in ran.outputs]
+        ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
+        return outs, ins
+
+    def size_outputs(self, ref_out) -> None:
+        """Bytes and tensor count of one reference call's outputs: what an answer may hold."""
+        flat = [o for o in flatten(ref_out) if isinstance(o, self.torch.Tensor)]
+        self.out_bytes, self.out_count = layout(flat)[1], len(flat)
+
+    def settle(self) -> None:
+        """Wait until the untrusted worker has done what it does after answering (unmapping,
+        giving device memory back), so none of it overlaps the reference that runs next: an
+        empty Stage, which it answers only after that."""
+        self.ask(wire.Stage([], 0))
+
+    def release(self) -> None:
+        """Give freed device memory back to the driver (the other process may need it)."""
+        if self.dev.cuda:
+            self.torch.cuda.empty_cache()
