@@ -365,7 +365,7 @@ def test_sft_steps_batch_and_rate_come_from_their_own_keys_where_the_preset_sets
     grpo_args = common.trainer_args(small, tmp_path)
     assert (sft_args["max_steps"], sft_args["per_device_train_batch_size"]) == (150, 4)
     assert sft_args["learning_rate"] == small.train.sft_learning_rate
-    assert (grpo_args["max_steps"], grpo_args["per_device_train_batch_size"]) == (24, 16)
+    assert (grpo_args["max_steps"], grpo_args["per_device_train_batch_size"]) == (48, 16)
     assert grpo_args["learning_rate"] == small.train.learning_rate
     config("model=m1", "policy=small")  # composes: the recipe's GRPO batch holds whole groups
     smoke = common.trainer_args(config(), tmp_path, sft=True)  # unset: the shared keys
