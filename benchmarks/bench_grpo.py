@@ -259,21 +259,23 @@ def step_timer(device: str):
 
 
 def bench_size(size: str, device: str, steps: int, completion_tokens: int, work: Path,
-               variants: list[tuple[str, int]], profile_dir: Path | None = None):
-    """Yields the result of every (generator, prompts per step) variant on one random model."""
+               variants: list[tuple[str, int, bool]], profile_dir: Path | None = None):
+    """Yields the result of every (generator, prompts per step, lean sampling) variant on one
+    random model."""
     hf_cache = work / "hf"
     policy = policy_for(size, completion_tokens)
     built = write_random_model(size, policy, hf_cache, device)
     os.environ["WARPK_HF_CACHE"] = str(hf_cache)
     os.environ["WARPK_HF_LOCAL_FILES_ONLY"] = "1"
     try:
-        for generator, prompts in variants:
-            print(f"bench_grpo: {size}: generator={generator}, {prompts} prompt(s) x 8, {steps} step(s)...",
-                  flush=True)
+        for generator, prompts, lean in variants:
+            print(f"bench_grpo: {size}: generator={generator}, lean_sampling={lean}, {prompts} prompt(s) "
+                  f"x 8, {steps} step(s)...", flush=True)
             try:
-                result = bench_variant(size, device, steps, work, policy, generator, prompts, profile_dir)
+                result = bench_variant(size, device, steps, work, policy, generator, prompts,
+                                       profile_dir, lean)
             except Exception as error:  # one variant failing (e.g. compile) costs that row only
-                result = {"size": size, "generator": generator, "prompts": prompts,
+                result = {"size": size, "generator": generator, "prompts": prompts, "lean_sampling": lean,
                           "error": f"{type(error).__name__}: {str(error)[:300]}"}
             result.update(params=built["params"], init_s=built["init_s"], save_s=built["save_s"])
             yield result
@@ -282,7 +284,7 @@ def bench_size(size: str, device: str, steps: int, completion_tokens: int, work:
 
 
 def bench_variant(size: str, device: str, steps: int, work: Path, policy: PolicyConfig, generator: str,
-                  prompts: int, profile_dir: Path | None = None) -> dict:
+                  prompts: int, profile_dir: Path | None = None, lean: bool = True) -> dict:
     """One variant's figures; with profile_dir, one more step whose generation is profiled (and
     left out of every figure)."""
     import dataclasses
@@ -293,7 +295,7 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
     from warpk.trainers.data import train_tasks
     from warpk.trainers.source import EvaluatorSource
 
-    policy = dataclasses.replace(policy, generator=generator)
+    policy = dataclasses.replace(policy, generator=generator, lean_sampling=lean)
     completion_tokens = policy.max_new_tokens
     config = run_config(policy, device, steps + (profile_dir is not None), work, prompts)
     if device == "cuda":
@@ -301,11 +303,12 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
     start = time.perf_counter()
     source = EvaluatorSource(common.build_evaluator(config), train_tasks(config))
     # load_policy + LoRA + trl
-    trainer = grpo.build_trainer(config, work / f"run-{generator}-{prompts}", source)
+    trainer = grpo.build_trainer(config, work / f"run-{generator}-{prompts}-{lean}", source)
     build_s = time.perf_counter() - start
     timer = step_timer(device)
     trainer.add_callback(timer)
-    profile_to = profile_dir / f"profile_{size}_{generator}_x{prompts}.txt" if profile_dir else None
+    name = f"{size}_{generator}{'_lean' if lean else ''}_x{prompts}"
+    profile_to = profile_dir / f"profile_{name}.txt" if profile_dir else None
     generate = _GenerateTimer(trainer, device, profile_to, profile_call=steps + 1)
     trainer.train()
     if profile_dir is not None:
@@ -318,6 +321,9 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
         "size": size,
         "generator": generator,
         "prompts": prompts,
+        # policy.lean_sampling asked for, and whether it applied (a bf16 policy under hf/hf-static)
+        "lean_sampling": lean,
+        "lean_sampling_applied": type(trainer).__name__ == "WarpkGRPOTrainer",
         "hf_id": policy.hf_id,
         "arch": {k: v for k, v in ARCHS[size].items() if k != "preset"},
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
@@ -353,6 +359,12 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
     return result
 
 
+def label(result: dict) -> str:
+    """The generator as run: `hf-static, lean` where lean sampling applied (policy.lean_sampling
+    on, a bf16 policy, hf or hf-static)."""
+    return result["generator"] + (", lean" if result.get("lean_sampling_applied") else "")
+
+
 def markdown(report: dict) -> str:
     lines = [
         "# GRPO step cost (bench_grpo.py)",
@@ -372,14 +384,14 @@ def markdown(report: dict) -> str:
     for r in report["results"]:
         if "error" in r:
             error = r["error"].replace("|", "/")
-            lines.append(f"| {r['size']} | {r['generator']} | {r['prompts']} | failed: {error} |||||||")
+            lines.append(f"| {r['size']} | {label(r)} | {r['prompts']} | failed: {error} |||||||")
             continue
         mem = "-" if r["peak_gpu_mem_gib"] is None else f"{r['peak_gpu_mem_gib']:.1f}"
         gen = "-" if r["gen_tokens_per_s"] is None else f"{r['gen_tokens_per_s']:.0f}"
         first = "-" if r["first_generate_s"] is None else f"{r['first_generate_s']:.1f}"
         last = "-" if r["last_gen_tokens_per_s"] is None else f"{r['last_gen_tokens_per_s']:.0f}"
         lines.append(
-            f"| {r['size']} ({r['params'] / 1e6:,.0f} M) | {r['generator']} | {r['prompts']} | "
+            f"| {r['size']} ({r['params'] / 1e6:,.0f} M) | {label(r)} | {r['prompts']} | "
             f"{r['completion_tokens']} | {r['steps']} | {r['step_mean_s']:.2f} | {gen} | "
             f"{last} | {mem} | {first} |"
         )
@@ -400,6 +412,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="policy.generator values to compare (vllm is not installed here)")
     parser.add_argument("--prompts", nargs="+", type=int, default=[1],
                         help="prompts per step (each a group of 8 completions, one generation batch)")
+    parser.add_argument("--lean", nargs="+", default=["on"], choices=["on", "off"],
+                        help="policy.lean_sampling values to compare (on: bf16 adapters and no "
+                             "per-token host sync while sampling)")
     parser.add_argument("--tiny", action="store_true", help="tiny architecture, 1 step (CPU smoke test)")
     parser.add_argument("--profile", action="store_true",
                         help="one more step per variant, its generate under torch.profiler (tables in --out)")
@@ -437,13 +452,13 @@ def main(argv: list[str] | None = None) -> dict:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        variants = [(g, p) for p in args.prompts for g in args.generators]
+        variants = [(g, p, lean == "on") for p in args.prompts for g in args.generators for lean in args.lean]
         for size in sizes:
             profile = args.out if args.profile else None
             for result in bench_size(size, device, steps, completion, work_root / size, variants, profile):
                 report["results"].append(result)
                 r = result
-                print(f"bench_grpo: {size} {r['generator']} x{r['prompts']}: " + (
+                print(f"bench_grpo: {size} {label(r)} x{r['prompts']}: " + (
                     r["error"] if "error" in r else
                     f"step {r['step_mean_s']:.2f} s, generate {r['gen_tokens_per_s'] or 0:.0f} tok/s, "
                     f"last step {r['last_gen_tokens_per_s'] or 0:.0f} tok/s, "

@@ -5,7 +5,7 @@
 # refcheck  upstream L1-L3 references as candidates (records under $OUT/rc)
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
-#           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256) under $OUT/grpo
+#           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256), LEAN (on), PROFILE (unset) under $OUT/grpo
 # learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, CORES_PER_JOB (2) each
 #           (taskset), each seed's M0 from .carry/m0 when it is there (an `--m0-only` run's --out,
 #           made here), else trained in each job: RECIPES ("name:overrides|name:overrides"), SEEDS (1);
@@ -36,7 +36,7 @@ case "$1" in
     fi
     HF_HUB_OFFLINE=1 timeout "$LIMIT" python benchmarks/bench_grpo.py --out "$OUT/grpo" --work /tmp \
         --sizes ${SIZES:-1.5b 7b} --generators ${GENERATORS:-hf hf-static hf-paged} \
-        --prompts ${PROMPTS:-1 4} --steps ${STEPS:-3} --completion-tokens ${TOKENS:-256} 2>&1 \
+        --prompts ${PROMPTS:-1 4} --steps ${STEPS:-3} --completion-tokens ${TOKENS:-256} --lean ${LEAN:-on} ${PROFILE:+--profile} 2>&1 \
         | tee "$OUT/grpo.log" | grep -E "^bench_grpo|Error|error" ;;
   learning)
     SITE=$PWD/.carry/site-packages; export PYTHONPATH=$SITE:$PYTHONPATH

@@ -118,6 +118,9 @@ class PolicyConfig(_Checked):
     # transformers' continuous batching over a paged KV cache; vllm = vLLM colocated in each
     # training process through trl (a GPU and the vllm package, which is not installed with warpk)
     generator: str = one_of("hf", "hf", "hf-static", "hf-paged", "vllm")
+    # hf and hf-static on a bf16/fp16 policy: sample with the LoRA adapters cast to the base's dtype
+    # and without a host sync per token (warpk.trainers.lean_sampling); false = transformers as is
+    lean_sampling: bool = True
 
 
 @dataclass

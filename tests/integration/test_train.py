@@ -223,9 +223,9 @@ def test_the_configured_negative_advantage_weight_picks_the_trainer(tmp_path):
     cfg = config("model=m1", "train.max_steps=1", "train.negative_advantage_weight=0.1")
     weighted = grpo.build_trainer(cfg, tmp_path / "b", _VaryingSource())
     assert type(plain) is GRPOTrainer
-    assert isinstance(weighted, GRPOTrainer) and type(weighted).__name__ == "ShapedCredit"
+    assert isinstance(weighted, GRPOTrainer) and type(weighted).__name__ == "WarpkGRPOTrainer"
     cfg = config("model=m1", "train.max_steps=1", "train.credit_cutoff=0.5")
-    assert type(grpo.build_trainer(cfg, tmp_path / "c", _VaryingSource())).__name__ == "ShapedCredit"
+    assert type(grpo.build_trainer(cfg, tmp_path / "c", _VaryingSource())).__name__ == "WarpkGRPOTrainer"
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ from warpk.rewards.terms import reads_energy, unmeasured_energy_note
 from warpk.trainers import common, distributed
 from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
+from warpk.trainers.lean_sampling import AdapterCopies, deferred_stop_check, half_precision
 from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, task_of_prompts
 from warpk.trainers.source import EvaluatorSource
 
@@ -106,8 +107,11 @@ def credit_mask(token_probs, mask, advantages, cutoff: float):
     return keep.to(mask.dtype) * mask
 
 
-def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None = None):
-    """trl's GRPOTrainer, or one that changes what it computed before its loss:
+def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None = None,
+                  lean_sampling: bool = False):
+    """trl's GRPOTrainer, or one that samples leaner or changes what it computed before its loss:
+    - lean_sampling: generation runs under `warpk.trainers.lean_sampling` (adapters in the base's
+      dtype, no host sync per token), a no-op on an fp32 CPU policy;
     - negative_advantage_weight < 1: negative advantages (after trl's group centring and
       `scale_rewards`) are multiplied by it;
     - credit_cutoff: each completion's loss covers only the tokens `credit_mask` keeps, through
@@ -123,10 +127,17 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
     completions table, `advantages` metrics) still show the unscaled advantages."""
     from trl import GRPOTrainer
 
-    if negative_advantage_weight == 1.0 and credit_cutoff is None:
+    if negative_advantage_weight == 1.0 and credit_cutoff is None and not lean_sampling:
         return GRPOTrainer
 
-    class ShapedCredit(GRPOTrainer):
+    class WarpkGRPOTrainer(GRPOTrainer):
+        def _generate_single_turn(self, *args, **kwargs):
+            if not lean_sampling:
+                return super()._generate_single_turn(*args, **kwargs)
+            copies = self.__dict__.setdefault("_adapter_copies", AdapterCopies())
+            with copies(self.model), deferred_stop_check():
+                return super()._generate_single_turn(*args, **kwargs)
+
         def _generate_and_score_completions(self, inputs):
             batch = super()._generate_and_score_completions(inputs)
             a = batch["advantages"]
@@ -155,15 +166,15 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
                 )
             return logps.exp()
 
-    return ShapedCredit
+    return WarpkGRPOTrainer
 
 
 def build_trainer(config: RunConfig, run_dir: Path, source):
     """The GRPOTrainer for `config`, its rewards reading records from `source`."""
-    train = config.train
-    GRPOTrainer = trainer_class(train.negative_advantage_weight, train.credit_cutoff)  # noqa: N806 - a class
-
+    train, policy = config.train, config.policy
     model, tokenizer, peft_config = common.load_train_policy(config)
+    lean = policy.lean_sampling and policy.generator in ("hf", "hf-static") and half_precision(model)
+    GRPOTrainer = trainer_class(train.negative_advantage_weight, train.credit_cutoff, lean)  # noqa: N806
     shared = SharedBatch(source)
     funcs, weights = reward_functions(shared, config.reward)
     args = grpo_args(config, run_dir)
