@@ -323,7 +323,7 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
         "prompts": prompts,
         # policy.lean_sampling asked for, and whether it applied (a bf16 policy under hf/hf-static)
         "lean_sampling": lean,
-        "lean_sampling_applied": type(trainer).__name__ == "WarpkGRPOTrainer",
+        "lean_sampling_applied": bool(getattr(type(trainer), "lean_sampling", False)),
         "hf_id": policy.hf_id,
         "arch": {k: v for k, v in ARCHS[size].items() if k != "preset"},
         "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),

@@ -30,6 +30,7 @@ def test_adapters_are_sampled_in_the_bases_dtype_and_their_masters_come_back_bit
     lora = _lora(model)
     assert lora and all(p.dtype == torch.float32 for p in lora.values())
     masters = {n: p.data_ptr() for n, p in lora.items()}
+    params = dict(lora)
     before = {n: p.detach().clone() for n, p in lora.items()}
     x = torch.randn(3, 8, dtype=torch.bfloat16)
     copies = AdapterCopies()
@@ -37,14 +38,17 @@ def test_adapters_are_sampled_in_the_bases_dtype_and_their_masters_come_back_bit
     for _ in range(2):
         with copies(model) as swapped:
             assert swapped == len(lora)
-            assert all(p.dtype == torch.bfloat16 for p in lora.values())
-            pointers.append([p.data_ptr() for p in lora.values()])
+            inside = _lora(model)
+            assert all(p.dtype == torch.bfloat16 for p in inside.values())
+            pointers.append([p.data_ptr() for p in inside.values()])
             with torch.no_grad():
                 out = model(x)
             assert out.dtype == torch.bfloat16
-        for n, p in lora.items():  # the very tensor the optimizer holds, unrounded
-            assert p.data_ptr() == masters[n] and p.dtype == torch.float32 and torch.equal(p, before[n])
+        for n, p in _lora(model).items():  # the very Parameter the optimizer holds, unrounded
+            assert p is params[n] and p.data_ptr() == masters[n]
+            assert p.dtype == torch.float32 and torch.equal(p, before[n])
     assert pointers[0] == pointers[1]  # the same copies every call (a CUDA graph's addresses hold)
+    assert all(not p.requires_grad for p in copies.copies.values())
     # what was sampled is the policy up to bf16 rounding of the adapters
     with torch.no_grad():
         reference = model(x)
@@ -59,9 +63,36 @@ def test_an_fp32_policy_is_left_alone_and_an_error_still_restores_the_masters():
     with AdapterCopies()(fp32) as swapped:
         assert swapped == 0
     bf16 = _lora_mlp(torch.bfloat16)
+    masters = {n: (p, p.data_ptr()) for n, p in _lora(bf16).items()}
     with pytest.raises(RuntimeError, match="boom"), AdapterCopies()(bf16):
         raise RuntimeError("boom")
-    assert all(p.dtype == torch.float32 for p in _lora(bf16).values())
+    for n, p in _lora(bf16).items():
+        assert p is masters[n][0] and p.data_ptr() == masters[n][1] and p.dtype == torch.float32
+
+
+def test_sampling_keeps_each_masters_gradient_accumulator():
+    """DDP all-reduces a parameter's gradient through hooks on its gradient accumulator (the
+    autograd node that sums into .grad). Changing a master's dtype in place (`param.data = ...`,
+    even back again) replaces that node and leaves DDP's hooks on a dead one; the copies must not."""
+    from warpk.trainers.lean_sampling import AdapterCopies
+
+    def accumulator(p):
+        return p.view_as(p).grad_fn.next_functions[0][0]
+
+    model = _lora_mlp(torch.bfloat16)
+    lora = _lora(model)
+    before = {n: accumulator(p) for n, p in lora.items()}
+    with AdapterCopies()(model), torch.no_grad():
+        model(torch.randn(3, 8, dtype=torch.bfloat16))
+    assert all(accumulator(p) is before[n] for n, p in _lora(model).items())
+    model(torch.randn(3, 8, dtype=torch.bfloat16)).float().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in _lora(model).values())
+    # the in-place dtype change the copies avoid does replace the node
+    p = next(iter(lora.values()))
+    master = p.data
+    p.data = master.to(torch.bfloat16)
+    p.data = master
+    assert accumulator(p) is not before[next(iter(lora))]
 
 
 def test_the_deferred_stop_check_is_allowed_on_cuda_only_inside_the_block():

@@ -28,7 +28,7 @@ from warpk.rewards.terms import reads_energy, unmeasured_energy_note
 from warpk.trainers import common, distributed
 from warpk.trainers.checkpoints import stamp_callback
 from warpk.trainers.data import grpo_rows, to_dataset, train_tasks
-from warpk.trainers.lean_sampling import AdapterCopies, deferred_stop_check, half_precision
+from warpk.trainers.lean_sampling import half_precision, lean
 from warpk.trainers.multiturn import DiscountedTotal, MultiTurnRollout, task_of_prompts
 from warpk.trainers.source import EvaluatorSource
 
@@ -132,10 +132,7 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
 
     class WarpkGRPOTrainer(GRPOTrainer):
         def _generate_single_turn(self, *args, **kwargs):
-            if not lean_sampling:
-                return super()._generate_single_turn(*args, **kwargs)
-            copies = self.__dict__.setdefault("_adapter_copies", AdapterCopies())
-            with copies(self.model), deferred_stop_check():
+            with lean(self):  # a no-op unless lean_sampling
                 return super()._generate_single_turn(*args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
@@ -166,6 +163,7 @@ def trainer_class(negative_advantage_weight: float, credit_cutoff: float | None 
                 )
             return logps.exp()
 
+    WarpkGRPOTrainer.lean_sampling = lean_sampling  # read by lean(), multi-turn rollouts included
     return WarpkGRPOTrainer
 
 

@@ -24,7 +24,12 @@ from contextlib import contextmanager
 
 class AdapterCopies:
     """Copies of a model's fp32 LoRA weights in the base's dtype, made once and refreshed on each
-    use (so their storage, and a CUDA graph's view of it, is the same every call)."""
+    use (so their storage, and a CUDA graph's view of it, is the same every call).
+
+    The copies are separate Parameters (no grad) put in the adapters' modules in place of their
+    masters, and the masters put back afterwards. A master itself is never touched: changing a
+    Parameter's dtype in place (`param.data = ...`) would drop its gradient accumulator, and with it
+    the hooks DDP all-reduces its gradients through."""
 
     def __init__(self) -> None:
         self.copies: dict[int, object] = {}
@@ -35,22 +40,38 @@ class AdapterCopies:
 
         target = base_dtype(model)
         swapped = []
-        if half_precision(model):
-            with torch.no_grad():
-                for name, param in model.named_parameters():
-                    if "lora_" not in name or param.dtype != torch.float32:
-                        continue
-                    copy = self.copies.get(id(param))
-                    if copy is None or copy.shape != param.shape or copy.device != param.device:
-                        copy = self.copies[id(param)] = torch.empty_like(param, dtype=target)
-                    copy.copy_(param.data)
-                    swapped.append((param, param.data))
-                    param.data = copy
         try:
+            if half_precision(model):
+                with torch.no_grad():
+                    for module_name, module in model.named_modules():
+                        for name, master in list(module._parameters.items()):
+                            if master is None or master.dtype != torch.float32:
+                                continue
+                            if "lora_" not in f"{module_name}.{name}":
+                                continue
+                            copy = self.copies.get(id(master))
+                            if copy is None or copy.shape != master.shape or copy.device != master.device:
+                                copy = torch.nn.Parameter(torch.empty_like(master, dtype=target),
+                                                          requires_grad=False)
+                                self.copies[id(master)] = copy
+                            copy.copy_(master)
+                            swapped.append((module, name, master))
+                            module._parameters[name] = copy
             yield len(swapped)
         finally:
-            for param, master in swapped:
-                param.data = master
+            for module, name, master in swapped:
+                module._parameters[name] = master
+
+
+@contextmanager
+def lean(trainer):
+    """Sampling under both, where the trainer's class asks for it (`lean_sampling` = True)."""
+    if not getattr(type(trainer), "lean_sampling", False):
+        yield
+        return
+    copies = trainer.__dict__.setdefault("_adapter_copies", AdapterCopies())
+    with copies(trainer.model), deferred_stop_check():
+        yield
 
 
 def half_precision(model) -> bool:

@@ -32,6 +32,7 @@ from warpk.records import EvalRecord
 from warpk.rewards import total_reward
 from warpk.rewards.adapters import SharedBatch
 from warpk.tasks import TaskError
+from warpk.trainers.lean_sampling import lean
 
 
 def feedback(record: EvalRecord | None) -> str:
@@ -103,6 +104,7 @@ class MultiTurnRollout:
             # sampling settings (temperature, max tokens, pad/eos; hf-static: its static cache and
             # compiled decode; hf-paged: plain generate, continuous batching is trl's path only)
             with (
+                lean(trainer),  # policy.lean_sampling, as trl's own path samples (warpk.trainers.grpo)
                 unwrap_model_for_generation(
                     trainer.model_wrapped,
                     trainer.accelerator,
