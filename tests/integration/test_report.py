@@ -116,7 +116,8 @@ def test_report_writes_its_files_and_summary(report):
         reader = csv.DictReader(f)
         assert {"task_id", "arm", "baseline", "runtime_diff", "energy_diff"} <= set(reader.fieldnames)
         assert all(abs(float(row["runtime_diff"])) <= 0.03 for row in reader)
-    for name in ("per_seed", "per_task", "summary", "comparisons", "matched_runtime", "failure_taxonomy"):
+    for name in ("per_seed", "per_task", "summary", "comparisons", "matched_runtime", "failure_taxonomy",
+                 "per_level", "seed_robustness"):
         assert (report / "tables" / f"{name}.md").is_file() and (report / "tables" / f"{name}.tex").is_file()
     assert "\\begin{tabular}" in (report / "tables" / "summary.tex").read_text()
 
@@ -191,6 +192,29 @@ def test_paired_test_is_scipys_wilcoxon_on_the_per_task_values(report):
     assert "This design cannot reach significance" in (report / "tables" / "comparisons.md").read_text()
 
 
+def test_per_level_and_seed_robustness_recompute_from_the_records(runs, report):
+    """per_level: the suite's correct rate is the mean over seeds of each run's share of ok
+    records; seed_robustness lists each seed's own correct rate, which per_seed shows too."""
+    header, *rows = _tables(report / "tables" / "per_level.md")
+    row = dict(zip(header, next(r for r in rows if r[0] == CANDIDATES), strict=True))
+    assert row["suite"] == "bundled" and row["tasks"] == "4" and row["seeds"] == "2"
+    per_run = []
+    for path in sorted((runs / "sweep" / "m2").glob("*/records.jsonl")):
+        records = [EvalRecord.from_json(line) for line in path.read_text().splitlines()]
+        per_run.append(np.mean([r.status == "ok" for r in records]))
+    assert row["correct rate"] == format(np.mean(per_run), ".3f")
+    half = sps.t.ppf(0.975, 1) * np.std(per_run, ddof=1) / np.sqrt(2)  # 0 when both seeds agree
+    assert row["t low"] == format(np.mean(per_run) - half, ".3f")
+    assert row["t high"] == format(np.mean(per_run) + half, ".3f")
+    header, *rows = _tables(report / "tables" / "seed_robustness.md")
+    found = next(r for r in rows if r[0] == CANDIDATES and r[1] == "correct rate")
+    row = dict(zip(header, found, strict=True))
+    by_seed = dict(pair.split(": ") for pair in row["values by seed"].split(", "))
+    assert sorted(by_seed) == ["11", "22"]
+    assert sorted(by_seed.values()) == sorted(format(v, ".3f") for v in per_run)
+    assert row["sd"] == format(np.std(per_run, ddof=1), ".3f")
+
+
 def test_failure_taxonomy_counts_the_failed_records(runs, report):
     failed = [
         EvalRecord.from_json(line)
@@ -209,6 +233,9 @@ def test_figures_are_drawn_or_their_absence_explained(report):
     text = (report / "REPORT.md").read_text()
     assert "pass_at_k_vs_turns: absent: all runs use model.turns=1" in text
     assert "runtime_regimes: absent: no run dir has runtime_results.jsonl" in text
+    assert (report / "figures" / "seed_robustness.png").stat().st_size > 10_000
+    assert "correct_rate_by_level: absent: one task suite (bundled)" in text
+    assert "measured_vs_modelled: absent: energy here is modelled" in text
     assert "Energy is MODELLED" in (report / "tables" / "per_seed.md").read_text()
 
 
@@ -229,13 +256,18 @@ def test_measured_and_modelled_energy_are_not_compared_unless_asked(runs, tmp_pa
             "stage=report",
             f"results={mixed}",
             "logger=disabled",
-            "report.figures=false",
             "report.allow_modelled_energy_compare=true",
             f"hydra.run.dir={tmp_path / 'r2'}",
         )
     )
     assert json.loads((tmp_path / "r2" / "summary.json").read_text())["energy"] == "measured+modelled"
     assert "energy ratio (measured+modelled)" in (tmp_path / "r2" / "tables" / "per_seed.md").read_text()
+    # the same solutions, evaluated with "measured" (relabelled) and modelled energy, side by side
+    header, *rows = _tables(tmp_path / "r2" / "tables" / "measured_vs_modelled.md")
+    every = dict(zip(header, rows[-1], strict=True))
+    assert every["task"] == "all" and int(every["candidates"]) >= len(TASKS)
+    assert len(rows) == len(TASKS) + 1
+    assert (tmp_path / "r2" / "figures" / "measured_vs_modelled.png").stat().st_size > 10_000
     assert allowed.returncode == 0
 
 

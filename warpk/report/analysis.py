@@ -4,6 +4,7 @@
     per_task        arm x task: means over the arm's seeds (the values the paired tests use)
     summary         arm x metric: mean over seeds with a t-interval, mean over tasks with a
                     bootstrap interval (ratios on the log scale, shown back as geometric means)
+    per_level, seed_robustness, measured_vs_modelled    warpk.report.breakdowns
     comparisons     each arm vs the baseline arm, per metric, paired by task: Wilcoxon
                     signed-rank, rank-biserial effect size, Holm-adjusted p over every test here;
                     plus the matched-runtime energy test
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from warpk.config import ReportConfig
-from warpk.report import runtime, stats
+from warpk.report import breakdowns, runtime, stats
 from warpk.report.energy import EnergyPolicy, MatchedPair, matched_pairs
 from warpk.report.failures import FailureRow, taxonomy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means, run_metrics, task_metrics
@@ -107,6 +108,10 @@ def analyse(runs: list[Run], policy: EnergyPolicy, cfg: ReportConfig, seed: int)
     tables = [_per_seed(run_rows, policy, note)]
     tables.append(_per_task(task_rows, arms, policy, note))
     tables.append(_summary(run_rows, task_rows, arms, policy, cfg, seed, note))
+    tables.append(breakdowns.per_level(task_rows, arms, policy, cfg, note))
+    tables.append(breakdowns.seed_robustness(run_rows, arms, cfg, note))
+    measured_vs_modelled = breakdowns.measured_vs_modelled(runs, policy)
+    tables += [measured_vs_modelled] if measured_vs_modelled else []
     pairs = [
         p
         for arm in arms

@@ -8,6 +8,10 @@
                              each run's own reward weights)
     runtime_regimes          energy per request and SLA attainment of every runtime policy per SLA
                              regime (runtime_results.jsonl of stage=runtime), labelled SIMULATED
+    seed_robustness          each seed's correct rate and speedup per arm, with the t-interval
+    correct_rate_by_level    correct rate per task suite (KernelBench level) and arm
+    measured_vs_modelled     measured against modelled energy of the same candidates (log-log)
+    matched_runtime_energy   energy difference of each matched-runtime pair, per arm
 
 `draw_all` returns name -> PNG path, or name -> the one-line reason the figure is absent.
 
@@ -27,8 +31,9 @@ from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from warpk.config import RewardConfig  # noqa: E402
 from warpk.records import geometric_mean  # noqa: E402
-from warpk.report import runtime  # noqa: E402
+from warpk.report import runtime, stats  # noqa: E402
 from warpk.report.analysis import Analysis  # noqa: E402
+from warpk.report.breakdowns import energy_pairs, suite_of  # noqa: E402
 from warpk.report.energy import EnergyPolicy  # noqa: E402
 from warpk.report.metrics import pass_at_k  # noqa: E402
 from warpk.report.runs import Run  # noqa: E402
@@ -231,6 +236,95 @@ def runtime_regimes(runs: list[Run], path: Path) -> Path | str:
     return _save(fig, path)
 
 
+def seed_robustness(analysis: Analysis, path: Path) -> Path | str:
+    rows = analysis.run_rows
+    if not rows:
+        return "no run has records.jsonl"
+    metrics = [("correct_rate", "correct rate (fraction)"), ("geomean_speedup", "speedup (geomean, x)")]
+    fig, axes = plt.subplots(1, 2, figsize=(max(7, 1.6 * len(analysis.arms) + 4), 4.2))
+    colours = _colours(analysis.arms)
+    for ax, (metric, label) in zip(axes, metrics, strict=True):
+        for i, arm in enumerate(analysis.arms):
+            values = [getattr(r, metric) for r in rows if r.arm == arm and getattr(r, metric) is not None]
+            if not values:
+                continue
+            xs = [i + (j - (len(values) - 1) / 2) * 0.08 for j in range(len(values))]
+            ax.plot(xs, values, "o", color=colours[arm], alpha=0.7)
+            ratio = metric == "geomean_speedup"  # on the log scale, as the summary table
+            t = stats.t_interval([math.log(v) for v in values] if ratio else values, 0.95)
+            mid, low, high = (t.estimate, t.low, t.high) if t.low is not None else (t.estimate,) * 3
+            if ratio:
+                mid, low, high = math.exp(mid), math.exp(low), math.exp(high)
+            ax.errorbar([i + 0.3], [mid], yerr=[[mid - low], [high - mid]],
+                        fmt="_", color="black", capsize=4, markersize=14)
+        ax.set_xticks(range(len(analysis.arms)), analysis.arms, rotation=20, fontsize=8)
+        ax.set_xlim(-0.5, len(analysis.arms) - 0.2)
+        ax.set_ylabel(label)
+        if metric == "correct_rate":
+            ax.set_ylim(-0.03, 1.03)
+    fig.suptitle("Seed robustness: one dot per seed; black: mean (speedup: geometric) with its 95% "
+                 "t-interval over seeds", fontsize=9)
+    return _save(fig, path)
+
+
+def per_level(analysis: Analysis, path: Path) -> Path | str:
+    suites = sorted({suite_of(r.task_id) for r in analysis.task_rows})
+    if len(suites) < 2:
+        return (f"one task suite ({suites[0] if suites else 'none'}); needs runs on two or more "
+                "(tasks=kernelbench tasks.level=1,2,3: +experiment=difficulty_stratified)")
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(suites) * len(analysis.arms) / 2 + 3), 4.5))
+    width = 0.8 / len(analysis.arms)
+    for i, arm in enumerate(analysis.arms):
+        heights = []
+        for suite in suites:
+            mine = [r for r in analysis.task_rows if r.arm == arm and suite_of(r.task_id) == suite]
+            n = sum(r.n_candidates for r in mine)
+            heights.append(sum(r.n_ok for r in mine) / n if n else 0.0)
+        ax.bar([j + (i - len(analysis.arms) / 2 + 0.5) * width for j in range(len(suites))], heights,
+               width, label=arm)
+    ax.set_xticks(range(len(suites)), suites)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("correct rate (fraction of candidates, all seeds)")
+    ax.set_title("Correct rate by task suite (KernelBench level)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def measured_vs_modelled(runs: list[Run], policy: EnergyPolicy, path: Path) -> Path | str:
+    if policy.label != "measured+modelled":
+        return (f"energy here is {policy.label}; needs runs of the same candidates with measured and "
+                "modelled energy (+experiment=measured_vs_modelled on a GPU)")
+    pairs = energy_pairs(runs)
+    if not pairs:
+        return "no candidate was evaluated both with measured and with modelled energy"
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    xs, ys = [p.measured_j for p in pairs], [p.modelled_j for p in pairs]
+    ax.loglog(xs, ys, "o", alpha=0.7)
+    low, high = min(xs + ys) / 1.5, max(xs + ys) * 1.5
+    ax.plot([low, high], [low, high], "k--", lw=0.8, label="modelled = measured")
+    ax.set_xlabel("measured energy per call (J)")
+    ax.set_ylabel("MODELLED energy per call (J)")
+    ax.set_title(f"Measured vs modelled energy, {len(pairs)} candidates")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def matched_runtime(analysis: Analysis, path: Path) -> Path | str:
+    arms = sorted({p.arm for p in analysis.pairs})
+    if not arms:
+        return "no matched-runtime pairs (needs energy and candidates within the runtime tolerance)"
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(arms) + 3), 4.5))
+    diffs = [[100 * p.energy_diff for p in analysis.pairs if p.arm == arm] for arm in arms]
+    ax.boxplot(diffs, showfliers=False)
+    for i, values in enumerate(diffs, start=1):
+        ax.plot([i + (j % 7 - 3) * 0.03 for j in range(len(values))], values, "o", alpha=0.5, markersize=3)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(1, len(arms) + 1), arms)
+    ax.set_ylabel(f"energy difference vs {analysis.baseline} (%)")
+    ax.set_title("Energy at matched runtime: one dot per pair (below 0: the arm uses less)", fontsize=9)
+    return _save(fig, path)
+
+
 def draw_all(
     runs: list[Run], analysis: Analysis, policy: EnergyPolicy, out_dir: Path
 ) -> dict[str, Path | str]:
@@ -242,4 +336,8 @@ def draw_all(
             runs, analysis.arms, out_dir / "reward_decomposition.png"
         ),
         "runtime_regimes": runtime_regimes(runs, out_dir / "runtime_regimes.png"),
+        "seed_robustness": seed_robustness(analysis, out_dir / "seed_robustness.png"),
+        "correct_rate_by_level": per_level(analysis, out_dir / "correct_rate_by_level.png"),
+        "measured_vs_modelled": measured_vs_modelled(runs, policy, out_dir / "measured_vs_modelled.png"),
+        "matched_runtime_energy": matched_runtime(analysis, out_dir / "matched_runtime_energy.png"),
     }
