@@ -198,10 +198,11 @@ def test_results_table_says_why_energy_is_missing():
     from rich.console import Console
 
     from warpk.report.console import results_table
+    from warpk.tables import to_rich
 
     record = record_for("nvml", H200, energy_error="nvml energy measurement failed: MeterError: GPU is lost")
     console = Console(width=400, record=True)
-    console.print(results_table([record], "h200"))
+    console.print(to_rich(results_table([record], "h200")))
     assert "energy not measured: nvml energy measurement failed" in console.export_text()
 
 

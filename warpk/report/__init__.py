@@ -5,9 +5,14 @@
     stats.py     t-interval over seeds, bootstrap over tasks, Wilcoxon + effect size, Holm
     energy.py    measured-vs-modelled energy rule; matched-runtime pairs
     failures.py  failure taxonomy: status counts and error categories
-    tables.py    tables whose every number names its sources; Markdown, LaTeX, the manifest
-    console.py   rich tables of evaluation records for the stages' console output
-    figures.py   Pareto front, pass@k vs turns, reward decomposition, runtime regimes (PNG)
+    breakdowns.py  per task suite, seed robustness, measured vs modelled energy
+    manifest.py  every table number -> run dirs, config hashes, git commits, record lines
+    console.py   tables of evaluation records for the stages' console output
+    figures.py   Pareto front, pass@k vs turns, reward decomposition, runtime regimes, seed
+                 robustness, correct rate by suite, measured vs modelled, matched runtime (PNG)
+
+The table type itself (cells with sources; rich, Markdown and LaTeX renderers) is warpk.tables,
+shared with every stage.
 
 Non-goals: no measuring and no training; nothing here invents a number. A figure or test whose
 data is not in the run dirs is left out and the report says why.

@@ -28,7 +28,7 @@ from warpk.report.energy import EnergyPolicy, MatchedPair, matched_pairs
 from warpk.report.failures import FailureRow, taxonomy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means, run_metrics, task_metrics
 from warpk.report.runs import REFERENCE_ARM, ReportError, Run
-from warpk.report.tables import Cell, Table, num, text
+from warpk.tables import Cell, Table, num, text
 
 LOG_SCALE = ("speedup", "geomean_speedup", "energy_ratio")
 # (per-run metric, per-task metric, label)

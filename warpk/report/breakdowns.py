@@ -29,7 +29,7 @@ from warpk.report import stats
 from warpk.report.energy import MEASURED, EnergyPolicy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means
 from warpk.report.runs import Run
-from warpk.report.tables import Table, num, text
+from warpk.tables import Table, num, text
 
 ROBUST_METRICS = (
     ("correct_rate", "correct rate"),

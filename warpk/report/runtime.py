@@ -23,7 +23,7 @@ import numpy as np
 from warpk.config import ReportConfig
 from warpk.report import stats
 from warpk.report.runs import Run
-from warpk.report.tables import Table, num, text
+from warpk.tables import Table, num, text
 
 RESULTS_FILE = "runtime_results.jsonl"
 PPO = "M4 PPO"  # the learned policy's name in runtime_results.jsonl (warpk.runtime.ppo)

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 import numpy as np
-from rich.table import Table
 from scipy import stats
 
 from warpk.config import RunConfig
 from warpk.runtime.env import EpisodeResult, ServingEnv
+from warpk.tables import Cell, Table, num, text
 
 METRICS = ("energy_per_request_j", "ttft_p95_s", "e2e_p95_s", "sla_attainment", "throughput_rps")
 
@@ -117,19 +117,24 @@ def plus_minus(mean: float, half: float, spec: str) -> str:
     return format(mean, spec) + ("" if math.isnan(half) else " ± " + format(half, spec.lstrip("+")))
 
 
-HEADERS = ("policy", "setting", "J/request", "TTFT p95 s", "E2E p95 s", "SLA attainment", "req/s", "SLA met")
+HEADERS = ["policy", "setting", "J/request", "TTFT p95 s", "E2E p95 s", "SLA attainment", "req/s", "SLA met"]
 
 
-def _row(s: PolicySummary) -> tuple[str, ...]:
+def pm(mean: float, half: float, spec: str) -> Cell:
+    """A `mean ± half` cell whose value is the mean."""
+    return Cell(plus_minus(mean, half, spec), None if math.isnan(mean) else float(mean))
+
+
+def _row(s: PolicySummary) -> tuple[Cell, ...]:
     return (
-        s.policy,
-        s.setting,
-        plus_minus(s.energy_per_request_j, s.energy_per_request_j_ci95, ".1f"),
-        plus_minus(s.ttft_p95_s, s.ttft_p95_s_ci95, ".2f"),
-        plus_minus(s.e2e_p95_s, s.e2e_p95_s_ci95, ".1f"),
-        plus_minus(s.sla_attainment, s.sla_attainment_ci95, ".3f"),
-        plus_minus(s.throughput_rps, s.throughput_rps_ci95, ".2f"),
-        f"{s.sla_met_seeds}/{s.n_seeds}",
+        text(s.policy),
+        text(s.setting),
+        pm(s.energy_per_request_j, s.energy_per_request_j_ci95, ".1f"),
+        pm(s.ttft_p95_s, s.ttft_p95_s_ci95, ".2f"),
+        pm(s.e2e_p95_s, s.e2e_p95_s_ci95, ".1f"),
+        pm(s.sla_attainment, s.sla_attainment_ci95, ".3f"),
+        pm(s.throughput_rps, s.throughput_rps_ci95, ".2f"),
+        Cell(f"{s.sla_met_seeds}/{s.n_seeds}", float(s.sla_met_seeds)),
     )
 
 
@@ -142,19 +147,11 @@ def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str, split:
     )
 
 
-def rich_table(summaries: list[PolicySummary], title: str, note: str) -> Table:
-    table = Table(title=title, caption=note)
-    for h in HEADERS:
-        table.add_column(h, justify="left" if h in ("policy", "setting") else "right", overflow="fold")
+def policy_table(summaries: list[PolicySummary], title: str, note: str) -> Table:
+    table = Table("runtime_policies", title, HEADERS, notes=[note])
     for s in summaries:
-        table.add_row(*_row(s))
+        table.add(*_row(s))
     return table
-
-
-def markdown_table(summaries: list[PolicySummary], title: str, note: str) -> str:
-    lines = [f"### {title}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(_row(s)) + " |" for s in summaries]
-    return "\n".join([*lines, "", note, ""])
 
 
 STATICS = ("static max", "best static cap", "oracle static")
@@ -213,24 +210,28 @@ def across_train_seeds(verdicts: dict[int, dict]) -> dict:
     return out
 
 
-def train_seeds_markdown(verdicts: dict[int, dict], overall: dict, n_eval: int) -> str:
+def train_seeds_table(verdicts: dict[int, dict], overall: dict, n_eval: int, title: str) -> Table:
     """One row per training seed and one over them (the saving and attainment of the means)."""
-    lines = [
-        "| PPO training seed | best static | saving (means) | paired saving | attainment PPO - static "
-        "| PPO met SLA | goal |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    table = Table("runtime_train_seeds", title, [
+        "PPO training seed", "best static", "saving (means)", "paired saving", "attainment PPO - static",
+        "PPO met SLA", "goal"])  # fmt: skip
     for seed, v in verdicts.items():
-        lines.append(
-            f"| {seed} | {v['best_static_policy']} | {v['ppo_energy_saving_vs_best_static']:.1%} | "
-            f"{plus_minus(v['ppo_paired_saving_mean'], v['ppo_paired_saving_ci95'], '.1%')} | "
-            f"{v['ppo_sla_attainment_minus_best_static']:+.3f} | {v['ppo_sla_met_seeds']}/{n_eval} | "
-            f"{'met' if v['ppo_goal_met'] else 'not met'} |"
+        table.add(
+            text(str(seed)),
+            text(v["best_static_policy"]),
+            num(v["ppo_energy_saving_vs_best_static"], (), ".1%"),
+            pm(v["ppo_paired_saving_mean"], v["ppo_paired_saving_ci95"], ".1%"),
+            num(v["ppo_sla_attainment_minus_best_static"], (), "+.3f"),
+            Cell(f"{v['ppo_sla_met_seeds']}/{n_eval}", float(v["ppo_sla_met_seeds"])),
+            text("met" if v["ppo_goal_met"] else "not met"),
         )
-    lines.append(
-        f"| over {overall['train_seeds']} (mean ± 95% t) | | "
-        f"{plus_minus(overall['saving_mean'], overall['saving_ci95'], '.1%')} | | "
-        f"{plus_minus(overall['attainment_diff_mean'], overall['attainment_diff_ci95'], '+.3f')} | | "
-        f"met on {overall['goal_met_seeds']}/{overall['train_seeds']} |"
+    table.add(
+        text(f"over {overall['train_seeds']} (mean ± 95% t)"),
+        text(""),
+        pm(overall["saving_mean"], overall["saving_ci95"], ".1%"),
+        text(""),
+        pm(overall["attainment_diff_mean"], overall["attainment_diff_ci95"], "+.3f"),
+        text(""),
+        text(f"met on {overall['goal_met_seeds']}/{overall['train_seeds']}"),
     )
-    return "\n".join(lines) + "\n"
+    return table

@@ -8,11 +8,10 @@ Non-goals: no evaluation or training here.
 
 from __future__ import annotations
 
-from rich.table import Table
-
 from warpk.runtime import hrl
 from warpk.runtime.calibration import PhaseScale
-from warpk.runtime.evaluation import METRICS, mean_ci95, plus_minus
+from warpk.runtime.evaluation import METRICS, mean_ci95, plus_minus, pm
+from warpk.tables import Table, num, text, to_markdown
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"
 NO_KERNEL = "no correct kernel from the policy: cost model unchanged"
@@ -49,63 +48,44 @@ def hrl_summary(per_seed, summaries, scale, kernels, sources, policy_ok: int) ->
 
 
 def kernel_table(kernels, shares, scale: PhaseScale) -> Table:
-    t = Table(title="M5 kernel multipliers per op class (shares MODELLED: roofline of Qwen2.5-7B)")
-    for h in (
-        "op class",
-        "prefill share",
-        "decode share",
-        "speedup",
-        "energy ratio",
-        "energy",
-        "deployed (source)",
-    ):
-        t.add_column(h, overflow="fold")
-    for c, k in kernels.items():
-        t.add_row(
-            c,
-            f"{shares['prefill'][c]:.3f}",
-            f"{shares['decode'][c]:.3f}",
-            f"{k.speedup:.3f}",
-            f"{k.energy_ratio:.3f}",
-            k.energy_note,
-            ", ".join(k.deployed) or "reference (none)",
-        )
     s = scale
-    t.caption = (
-        f"cost model x: prefill time {s.prefill_time:.4f}, energy {s.prefill_energy:.4f}; decode time "
-        f"{s.decode_time:.4f}, energy {s.decode_energy:.4f}. Task speedups are against plain-PyTorch "
-        "references, not the served model's library kernels: the transfer is MODELLED."
-    )
+    t = Table("hrl_kernels", "M5 kernel multipliers per op class (shares MODELLED: roofline of Qwen2.5-7B)",
+              ["op class", "prefill share", "decode share", "speedup", "energy ratio", "energy",
+               "deployed (source)"],
+              notes=[f"cost model x: prefill time {s.prefill_time:.4f}, energy {s.prefill_energy:.4f}; "
+                     f"decode time {s.decode_time:.4f}, energy {s.decode_energy:.4f}. Task speedups are "
+                     "against plain-PyTorch references, not the served model's library kernels: the "
+                     "transfer is MODELLED."])  # fmt: skip
+    for c, k in kernels.items():
+        t.add(
+            text(c),
+            num(shares["prefill"][c], (), ".3f"),
+            num(shares["decode"][c], (), ".3f"),
+            num(k.speedup, (), ".3f"),
+            num(k.energy_ratio, (), ".3f"),
+            text(k.energy_note),
+            text(", ".join(k.deployed) or "reference (none)"),
+        )
     return t
 
 
 def gain_table(summaries, out: dict) -> Table:
-    t = Table(title="M5 (kernel-updated env) versus M4 alone (unchanged env), same held-out seeds")
-    for h in ("metric", "static max", "static max (kernel env)", M4, M5, "M5 vs M4 (paired)"):
-        t.add_column(h, overflow="fold")
+    t = Table("hrl_gain", "M5 (kernel-updated env) versus M4 alone (unchanged env), same held-out seeds",
+              ["metric", "static max", "static max (kernel env)", M4, M5, "M5 vs M4 (paired)"])
     spec = {"energy_per_request_j": ".1f", "ttft_p95_s": ".2f", "e2e_p95_s": ".1f", "sla_attainment": ".3f",
             "throughput_rps": ".2f"}  # fmt: skip
     for m in METRICS:
-        cells = [plus_minus(getattr(summaries[n], m), getattr(summaries[n], f"{m}_ci95"), spec[m])
+        cells = [pm(getattr(summaries[n], m), getattr(summaries[n], f"{m}_ci95"), spec[m])
                  for n in ("static max", "static max (kernel-updated env)", M4, M5)]  # fmt: skip
-        paired = ""
+        paired = text("")
         if m == "energy_per_request_j":
             saving = out["m5_energy_saving_vs_m4"], out["m5_energy_saving_vs_m4_ci95"]
-            paired = "saving " + plus_minus(*saving, ".1%")
+            paired = text("saving " + plus_minus(*saving, ".1%"))
         if m == "sla_attainment":
-            paired = plus_minus(out["m5_sla_attainment_minus_m4"], out["m5_sla_attainment_minus_m4_ci95"],
-                                "+.3f")  # fmt: skip
-        t.add_row(m, *cells, paired)
+            paired = pm(out["m5_sla_attainment_minus_m4"], out["m5_sla_attainment_minus_m4_ci95"], "+.3f")
+        t.add(text(m), *cells, paired)
     return t
 
 
-def markdown(*parts) -> str:
-    kernel_t, gain_t, notes = parts
-    lines = []
-    for t in (kernel_t, gain_t):
-        heads = [c.header for c in t.columns]
-        rows = list(zip(*[list(c.cells) for c in t.columns], strict=True))
-        lines += [f"### {t.title}", "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-        lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
-        lines += ["", str(t.caption or ""), ""]
-    return "\n".join(lines + list(notes)) + "\n"
+def markdown(kernel_t: Table, gain_t: Table, notes: list[str]) -> str:
+    return "\n".join([to_markdown(kernel_t), to_markdown(gain_t), *notes]) + "\n"

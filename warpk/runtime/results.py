@@ -4,8 +4,8 @@
   written to runtime_results.jsonl as it finishes and logged to W&B;
 - `run_summary`: summary.json's metrics (every policy's means and intervals, the verdict, the cost
   fit's held-out error); `verdict_line` the one line printed under the table;
-- `train_seeds_section` and `sensitivity_section`: a Markdown section each (title, table) and
-  their summary keys, for the robustness over PPO training seeds and over the modelled clock curve.
+- `train_seeds_section` and `sensitivity_section`: a table each and its summary keys, for the
+  robustness over PPO training seeds and over the modelled clock curve.
 
 Every figure is SIMULATED (warpk.runtime.env); the captions say so.
 
@@ -29,13 +29,14 @@ from warpk.runtime.evaluation import (
     evaluate,
     summarize,
     train_seed_name,
-    train_seeds_markdown,
+    train_seeds_table,
     verdict,
 )
 from warpk.runtime.ppo import PPOPolicy
-from warpk.runtime.sensitivity import markdown_rows, sensitivity_rows
+from warpk.runtime.sensitivity import sensitivity_rows, sensitivity_table
+from warpk.tables import Table
 
-Section = tuple[str, str, dict]  # (title, Markdown table, summary keys)
+Section = tuple[Table, dict]  # (the table, its summary keys)
 
 
 def slug(name: str) -> str:
@@ -107,7 +108,7 @@ def train_seeds_section(
     for seed, v in verdicts.items():
         for k in ("ppo_energy_saving_vs_best_static", "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):
             keys[f"robustness/train_seed_{seed}/{k}"] = v[k]
-    return title, train_seeds_markdown(verdicts, overall, n_eval), keys
+    return train_seeds_table(verdicts, overall, n_eval, title), keys
 
 
 def sensitivity_section(config: RunConfig, model, actions: dict, n_eval: int) -> Section:
@@ -121,4 +122,4 @@ def sensitivity_section(config: RunConfig, model, actions: dict, n_eval: int) ->
         for k in ("best_static_policy", "ppo_energy_saving_vs_best_static", "ppo_paired_saving_mean",
                   "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):  # fmt: skip
             keys[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = r[k]
-    return title, markdown_rows(rows, n_eval), keys
+    return sensitivity_table(rows, n_eval, title), keys

@@ -24,8 +24,9 @@ from warpk.config import RunConfig
 from warpk.runtime import baselines
 from warpk.runtime.calibration import load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
-from warpk.runtime.evaluation import evaluate, evaluation_seeds, summarize, tuning_seeds_of, verdict
+from warpk.runtime.evaluation import evaluate, evaluation_seeds, pm, summarize, tuning_seeds_of, verdict
 from warpk.runtime.ppo import PPOPolicy
+from warpk.tables import Cell, Table, num, text
 
 SHARES = (0.0, 0.25, 0.5)
 Action = tuple[int, int, int]
@@ -88,20 +89,22 @@ def sensitivity_rows(config: RunConfig, model, actions: dict[float, tuple[Action
     return rows
 
 
-def markdown_rows(rows: list[dict], n_seeds: int) -> str:
-    """The rows as a Markdown table; the goal is decided on the saving of the means, as in the
-    main verdict (>= 10% at equal or better attainment)."""
-    lines = [
-        "| fixed_power_share | best static | static J/request | PPO J/request | saving (means) | "
-        "paired saving | attainment PPO / static | PPO met SLA | goal |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+def sensitivity_table(rows: list[dict], n_seeds: int, title: str) -> Table:
+    """The rows as a table; the goal is decided on the saving of the means, as in the main verdict
+    (>= 10% at equal or better attainment)."""
+    table = Table("runtime_sensitivity", title, [
+        "fixed_power_share", "best static", "static J/request", "PPO J/request", "saving (means)",
+        "paired saving", "attainment PPO / static", "PPO met SLA", "goal"])  # fmt: skip
     for r in rows:
-        lines.append(
-            f"| {r['fixed_power_share']:g} | {r['best_static']} | {r['static_j']:.1f} | {r['ppo_j']:.1f} | "
-            f"{r['ppo_energy_saving_vs_best_static']:.1%} | "
-            f"{r['ppo_paired_saving_mean']:.1%} ± {r['ppo_paired_saving_ci95']:.1%} | "
-            f"{r['ppo_attainment']:.3f} / {r['static_attainment']:.3f} | "
-            f"{r['ppo_sla_met_seeds']}/{n_seeds} | {'met' if r['ppo_goal_met'] else 'not met'} |"
+        table.add(
+            num(r["fixed_power_share"], (), "g"),
+            text(r["best_static"]),
+            num(r["static_j"], (), ".1f"),
+            num(r["ppo_j"], (), ".1f"),
+            num(r["ppo_energy_saving_vs_best_static"], (), ".1%"),
+            pm(r["ppo_paired_saving_mean"], r["ppo_paired_saving_ci95"], ".1%"),
+            text(f"{r['ppo_attainment']:.3f} / {r['static_attainment']:.3f}"),
+            Cell(f"{r['ppo_sla_met_seeds']}/{n_seeds}", float(r["ppo_sla_met_seeds"])),
+            text("met" if r["ppo_goal_met"] else "not met"),
         )
-    return "\n".join(lines) + "\n"
+    return table

@@ -27,6 +27,7 @@ from warpk.evaluator.items import collect_items, previous_records, runnable
 from warpk.progress import progress
 from warpk.records import EvalRecord, OrderedSink, summarize
 from warpk.report.console import results_table, summary_table
+from warpk.tables import to_rich
 
 LOGGED = ("speedup", "runtime_ms", "ref_runtime_ms", "energy_j", "ref_energy_j", "lane_power_mean_w",
           "lane_power_max_w", "lane_sm_clock_mean_mhz", "lane_temperature_max_c", "lane_throttle_reasons")
@@ -38,8 +39,8 @@ def evaluate_checkpoint(config: RunConfig, run_dir: Path, console: Console) -> d
 
     records, summary = sample_and_evaluate(config, run_dir)
     k = config.train.samples_per_task
-    console.print(results_table(records, config.hardware.name))
-    console.print(summary_table(summary))
+    console.print(to_rich(results_table(records, config.hardware.name)))
+    console.print(to_rich(summary_table(summary)))
     console.print(f"pass@1={summary['pass_at_1']} pass@{k}={summary['pass_at_k']}")
     console.print(f"records: {run_dir / 'records.jsonl'}")
     return summary
@@ -97,7 +98,7 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
     summary["n_energy_error"] = float(sum(r.energy_error is not None for r in ordered))
     sources = sorted({r.energy_source for r in ordered if r.energy_j is not None})
     summary["energy_source"] = "+".join(sources) or "none"  # labels geomean_energy_ratio
-    console.print(results_table(ordered, config.hardware.name))
-    console.print(summary_table(summary))
+    console.print(to_rich(results_table(ordered, config.hardware.name)))
+    console.print(to_rich(summary_table(summary)))
     console.print(f"records: {records_path}")
     return summary

@@ -44,6 +44,7 @@ from warpk.runtime.evaluation import caption, evaluate, evaluation_seeds, summar
 from warpk.runtime.hrl_results import M4, M5, gain_table, hrl_summary, kernel_table, markdown
 from warpk.runtime.hrl_rounds import file_records, grpo_round, learn, served_tasks
 from warpk.runtime.ppo import PPOPolicy, hyperparameters, new_ppo
+from warpk.tables import to_rich
 
 
 def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
@@ -129,11 +130,11 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     log({k: v for k, v in out.items() if isinstance(v, int | float) and not isinstance(v, bool)})
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
     kernel_t, gain_t = kernel_table(kernels, shares, scale), gain_table(summaries, out)
-    console.print(kernel_t)
+    console.print(to_rich(kernel_t))
     for n in notes:
         console.print(f"[yellow]{n}[/yellow]")
     console.print(out["kernel_source"])
-    console.print(gain_t)
+    console.print(to_rich(gain_t))
     console.print(note)
     (run_dir / "hrl_results.md").write_text(markdown(kernel_t, gain_t, [*notes, out["kernel_source"], note]))
     console.print(f"results: {run_dir / 'hrl_results.md'}")

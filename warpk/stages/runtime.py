@@ -40,7 +40,7 @@ from warpk.progress import progress
 from warpk.runtime import baselines
 from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, reward_weights, served_mismatch
-from warpk.runtime.evaluation import caption, evaluation_seeds, markdown_table, rich_table, train_seed_name
+from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds, train_seeds_of
 from warpk.runtime.results import (
     run_policies,
@@ -50,6 +50,7 @@ from warpk.runtime.results import (
     verdict_line,
 )
 from warpk.runtime.sensitivity import start_static_grids
+from warpk.tables import to_markdown, to_rich
 
 
 def _actuator(config: RunConfig):
@@ -114,8 +115,9 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         )
     title = f"M4 PPO versus baselines, sla={sla.name}"
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
-    console.print(rich_table(summaries, title, note))
-    (run_dir / "runtime_results.md").write_text(markdown_table(summaries, title, note))
+    table = policy_table(summaries, title, note)
+    console.print(to_rich(table))
+    (run_dir / "runtime_results.md").write_text(to_markdown(table))
     out = run_summary(summaries, per_seed, fit_error, train_s)
     console.print(verdict_line(out, len(eval_seeds), rt.evaluate_on == "tuning"))
 
@@ -124,10 +126,10 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         sections.append(train_seeds_section(config, summaries, per_seed, train_seeds, len(eval_seeds)))
     with console.status("sensitivity to the modelled clock curve"):
         sections.append(sensitivity_section(config, models[config.seed], actions, len(eval_seeds)))
-    for section_title, table, keys in sections:
-        console.print(f"\n{section_title}\n{table}")
+    for section, keys in sections:
+        console.print(to_rich(section))
         with (run_dir / "runtime_results.md").open("a") as md:
-            md.write(f"\n### {section_title}\n\n{table}")
+            md.write("\n" + to_markdown(section))
         out.update(keys)
     console.print(f"results: {run_dir / 'runtime_results.md'}")
     return out

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from warpk.config import RunConfig
 from warpk.report.console import results_table, summary_table
+from warpk.tables import Table, num, text, to_rich
 from warpk.trainers import distributed
 
 HELDOUT_KEYS = (
@@ -36,10 +36,10 @@ HELDOUT_KEYS = (
 
 
 def train_table(summary: dict) -> Table:
-    table = Table(title="Training", show_header=False)
+    table = Table("training", "Training", ["metric", "value"], show_header=False)
     for key in ("global_step", "train/train_runtime", "train/loss", "train/reward", "train/completions"):
         if summary.get(key) is not None:
-            table.add_row(key, f"{summary[key]:.4g}")
+            table.add(text(key), num(summary[key], (), ".4g"))
     return table
 
 
@@ -66,8 +66,8 @@ def heldout_evaluation(config: RunConfig, model, tokenizer, run_dir: Path, conso
         records_path=run_dir / "records.jsonl",
         turns=config.model.turns,
     )
-    console.print(results_table(records, config.hardware.name))
-    console.print(summary_table(summary))
+    console.print(to_rich(results_table(records, config.hardware.name)))
+    console.print(to_rich(summary_table(summary)))
     k = config.train.samples_per_task
     label = " (MODELLED energy)" if summary["energy_source"] == "model" else ""
     console.print(
@@ -95,7 +95,7 @@ def run_train(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> 
         from warpk.trainers.grpo import run_grpo as run
     trainer, summary = run(config, run_dir, log)
     summary["train_wall_s"] = time.perf_counter() - start
-    console.print(train_table(summary))
+    console.print(to_rich(train_table(summary)))
     if config.train.heldout_eval and distributed.is_main():  # one evaluation, not one per process
         model = trainer.model
         heldout = heldout_evaluation(config, model, trainer.processing_class, run_dir, console)

@@ -1,19 +1,18 @@
-"""Tables whose every number names its sources; rendered as Markdown and LaTeX; the manifest.
+"""The one table type of every stage: cells that keep their numbers and sources, rendered for the
+console (rich), Markdown and LaTeX.
 
 A `Cell` is the text shown plus, for a number, its value and sources: (run dir, records.jsonl
 line) pairs, line 0 standing for the run as a whole (its config or summary), or (path of another
-jsonl file of a run dir, line). `manifest()` lists
-every numeric cell of every table with the run dirs, config hashes, git commits and record
-lines behind it, so a reader can go from any cell to the records it was computed from.
+jsonl file of a run dir, line). The report's manifest (warpk.report.manifest) lists every numeric
+cell with the records behind it; a console table of a stage simply has no sources.
 
-Non-goals: no statistics; no styling beyond what Markdown and a plain LaTeX tabular offer.
+Non-goals: no statistics; no styling beyond a console colour per cell, Markdown and a plain
+LaTeX tabular.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from warpk.report.runs import Run
 
 # (run dir, records.jsonl line; 0 = the run as a whole), or (path of another .jsonl file of a run
 # dir such as runtime_results.jsonl, its line)
@@ -25,10 +24,11 @@ class Cell:
     text: str
     value: float | None = None
     sources: tuple[Source, ...] = ()
+    style: str | None = None  # the console's colour (rich style), e.g. "green"; Markdown/LaTeX ignore it
 
 
-def text(value: str) -> Cell:
-    return Cell(value)
+def text(value: str, style: str | None = None) -> Cell:
+    return Cell(value, style=style)
 
 
 def num(value: float | int | None, sources, spec: str = ".3f") -> Cell:
@@ -45,6 +45,7 @@ class Table:
     columns: list[str]
     rows: list[list[Cell]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # shown under the table (energy label, ...)
+    show_header: bool = True  # False: a key-value table (the console shows no header row)
 
     def add(self, *cells: Cell) -> None:
         if len(cells) != len(self.columns):
@@ -87,9 +88,7 @@ def _tex(value: str) -> str:
 
 
 def to_latex(table: Table) -> str:
-    spec = "".join(
-        "r" if any(r[i].value is not None for r in table.rows) else "l" for i in range(len(table.columns))
-    )
+    spec = "".join("r" if _numeric(table, i) else "l" for i in range(len(table.columns)))
     lines = [
         r"\begin{table}[t]",
         r"\centering",
@@ -105,50 +104,19 @@ def to_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def manifest(tables: list[Table], runs: list[Run], extra: dict) -> dict:
-    """Every numeric cell with the runs (dir, config hash, git commit) and record lines behind it."""
-    by_dir = {str(run.path): run for run in runs}
-    cells = []
-    for table in tables:
-        for r, row in enumerate(table.rows):
-            for c, cell in enumerate(row):
-                if cell.value is None:
-                    continue
-                lines: dict[tuple[str, str], list[int]] = {}
-                for where, line in cell.sources:
-                    run_dir, file = (
-                        (where.rsplit("/", 1)) if where.endswith(".jsonl") else (where, "records.jsonl")
-                    )
-                    lines.setdefault((run_dir, file), [])
-                    if line:
-                        lines[(run_dir, file)].append(line)
-                cells.append(
-                    {
-                        "table": table.name,
-                        "row": r,
-                        "column": table.columns[c],
-                        "row_label": row[0].text,
-                        "text": cell.text,
-                        "value": cell.value,
-                        "sources": [
-                            {"run_dir": d, "file": f, "lines": sorted(set(ls))}
-                            for (d, f), ls in sorted(lines.items())
-                        ],
-                    }
-                )
-    return {
-        **extra,
-        "runs": {
-            d: {
-                "arm": run.arm,
-                "seed": run.seed,
-                "stage": run.stage,
-                "config_sha256": run.config_sha256,
-                "git_commit": run.git_commit,
-                "git_commit_source": run.git_commit_source,
-                "n_records": len(run.records),
-            }
-            for d, run in sorted(by_dir.items())
-        },
-        "cells": cells,
-    }
+def _numeric(table: Table, i: int) -> bool:
+    return any(r[i].value is not None for r in table.rows)
+
+
+def to_rich(table: Table):
+    """The console's rendering: numeric columns right-aligned, the notes as the caption; a cell's
+    text is shown as it is (never read as rich markup)."""
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    out = RichTable(title=table.title, caption=" ".join(table.notes) or None, show_header=table.show_header)
+    for i, column in enumerate(table.columns):
+        out.add_column(column, justify="right" if _numeric(table, i) else "left", overflow="fold")
+    for row in table.rows:
+        out.add_row(*(Text(c.text, style=c.style or "") for c in row))
+    return out
