@@ -106,6 +106,22 @@ def test_trace_file_round_trip_gz(tmp_path):
         load_trace(path, gpu=0)
 
 
+def test_warpk_reads_traces_with_the_samplers_reader(tmp_path):
+    """One reader of the format: a trace whose clock goes backwards, or a line without `gpu`, is
+    refused by load_trace exactly as by the sampler's replay backend (sampler.trace.read_rows)."""
+    from sampler.trace import TraceFormatError
+
+    backwards = tmp_path / "backwards.jsonl"
+    backwards.write_text('{"timestamp_s": 2.0, "gpu": 0, "energy_j": 1.0}\n'
+                         '{"timestamp_s": 1.0, "gpu": 0, "energy_j": 2.0}\n')
+    with pytest.raises(TraceFormatError, match="timestamp_s goes backwards for gpu 0"):
+        load_trace(backwards)
+    no_gpu = tmp_path / "no_gpu.jsonl"
+    no_gpu.write_text('{"timestamp_s": 1.0, "energy_j": 1.0}\n')
+    with pytest.raises(TraceFormatError, match="need timestamp_s and gpu"):
+        load_trace(no_gpu)
+
+
 class FakeClock:
     def __init__(self):
         self.now = 0.0

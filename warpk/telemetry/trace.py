@@ -18,7 +18,6 @@ Non-goals: no resampling or smoothing; one GPU per trace.
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,28 +34,27 @@ class TraceSample:
     gpu: int = 0
 
 
-def _open(path: Path, mode: str):
-    return gzip.open(path, mode + "t", encoding="utf-8") if path.suffix == ".gz" else open(path, mode)
-
-
 def load_trace(path: str | Path, gpu: int = 0) -> tuple[TraceSample, ...]:
-    """Readings of `gpu` from a trace file, in file order."""
-    samples = []
-    with _open(Path(path), "r") as f:
-        for line in f:
-            if line.strip():
-                row = json.loads(line)
-                if int(row["gpu"]) == gpu:
-                    samples.append(TraceSample(float(row["timestamp_s"]), row.get("energy_j"),
-                                               row.get("power_w"), gpu))
+    """Readings of `gpu` from a trace file, in file order. The file is read by the sampler's own
+    reader (sampler.trace.read_rows: required keys, time order per GPU), the one reader of the
+    format; imported here, not at the top, because the evaluator's sandbox has no `sampler`."""
+    from sampler.trace import read_rows
+
+    samples = tuple(
+        TraceSample(float(row["timestamp_s"]), row.get("energy_j"), row.get("power_w"), gpu)
+        for row in read_rows(path)
+        if int(row["gpu"]) == gpu
+    )
     if not samples:
         raise ValueError(f"{path}: no readings of gpu {gpu}")
-    return tuple(samples)
+    return samples
 
 
 def write_trace(path: str | Path, samples) -> None:
     """Write readings in the sampler's trace format (absent values are left out)."""
-    with _open(Path(path), "w") as f:
+    from sampler.trace import open_text
+
+    with open_text(path, "w") as f:
         for s in samples:
             row = {"timestamp_s": s.timestamp_s, "gpu": s.gpu}
             row.update((k, v) for k, v in (("power_w", s.power_w), ("energy_j", s.energy_j)) if v is not None)
