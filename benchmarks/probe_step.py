@@ -36,16 +36,14 @@ STEPS = {  # name -> optimizer factory: the GRPO learning rates the recipes used
 def reference_batch(adapter: Path, tasks: list[str], cache_dir: Path):
     """(model, [(token ids, prompt length)]) of the adapter's model and each task's solution."""
     import torch
-    from hydra import compose, initialize_config_dir
 
-    from warpk.__main__ import CONF_DIR, to_run_config
+    from warpk.__main__ import compose_config
     from warpk.trainers.checkpoints import load_trained
     from warpk.trainers.data import sft_rows, train_tasks
 
     overrides = ["model=m1", "policy=small", "hardware=cpu", "logger=disabled",
                  f"tasks.subset=[{','.join(tasks)}]", f"evaluate.cache_dir={cache_dir}"]  # fmt: skip
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        cfg = to_run_config(compose("config", overrides=overrides), [])
+    cfg = compose_config(overrides, [])
     model, tok = load_trained(cfg.policy, adapter, cache_dir, dtype=torch.float32, trainable=True)
     batch = []
     for row in sft_rows(cfg, train_tasks(cfg), tok):

@@ -3,8 +3,9 @@
 1. Preflight: before Hydra launches anything, every job's config (each point of a `-m` sweep
    too) is composed and converted to the typed `RunConfig`, so a bad override fails here, on the
    login node, with the key and the allowed values, never inside a queued job.
-2. Hydra composes the job's config; `to_run_config` turns it into plain dataclasses and resolves
-   `hardware=auto` from the GPU NVML reports.
+2. Hydra composes the job's config; `to_run_config` turns it into plain dataclasses; with
+   `hardware=auto`, `compose_job` composes it again with `hardware=<profile>` of the GPU NVML
+   reports (on the node the job runs on).
 3. The job writes, under its Hydra output dir: resolved_config.yaml, the W&B run, what the stage
    writes (records.jsonl for evaluate) and summary.json.
 """
@@ -64,17 +65,21 @@ log = logging.getLogger("warpk")
 register_configs()
 
 
-def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunConfig:
-    """Typed config of one job; `hardware=auto` becomes the profile of this node's GPU (or cpu).
-
-    Args:
-        cfg: the composed job config (no `hydra` node).
-        gpu_names: GPU names to resolve `auto` with; None asks NVML.
-    """
+def to_run_config(cfg: DictConfig) -> RunConfig:
+    """Typed config of one composed job (no `hydra` node); a bad value is one ConfigError line."""
     try:
-        run: RunConfig = OmegaConf.to_object(cfg)
+        return OmegaConf.to_object(cfg)
     except OmegaConfBaseException as err:
         raise ConfigError(_explain(err)) from err
+
+
+def compose_job(compose_fn, overrides: list[str], gpu_names: list[str] | None = None) -> RunConfig:
+    """The typed config of the job `overrides` describe, composed by `compose_fn(overrides)`
+    (Hydra's compose API). `hardware=auto` is resolved into an override before composition:
+    this node's GPU names (`gpu_names`, None: ask NVML) pick the profile, and the job is composed
+    again with `hardware=<profile>`, so Hydra alone reads conf/. On SLURM this runs in the job,
+    on the compute node whose GPU it is."""
+    run = to_run_config(compose_fn(list(overrides)))
     if run.hardware.name != "auto":
         return run
     if run.hardware != HardwareConfig():
@@ -82,10 +87,16 @@ def to_run_config(cfg: DictConfig, gpu_names: list[str] | None = None) -> RunCon
             "hardware.* overrides need an explicit profile, e.g. hardware=h100 hardware.tdp_w=600"
         )
     profile = profile_for(detect_gpu_names() if gpu_names is None else gpu_names)
-    node = OmegaConf.merge(
-        OmegaConf.structured(HardwareConfig), OmegaConf.load(CONF_DIR / "hardware" / f"{profile}.yaml")
-    )
-    return dataclasses.replace(run, hardware=OmegaConf.to_object(node))
+    kept = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != "hardware"]
+    return to_run_config(compose_fn([*kept, f"hardware={profile}"]))
+
+
+def compose_config(overrides: list[str], gpu_names: list[str] | None = None) -> RunConfig:
+    """A job's typed config composed from conf/ outside a Hydra app (tests, benchmarks)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+        return compose_job(lambda ov: compose("config", overrides=ov), list(overrides), gpu_names)
 
 
 RENAMED = {"runtime.gpu": "hardware@runtime.served (h200 | h100)"}  # old key -> what replaced it
@@ -155,7 +166,7 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
         for job in jobs:
             try:
-                config = to_run_config(compose("config", overrides=list(job)), gpu_names)
+                config = compose_job(lambda ov: compose("config", overrides=ov), list(job), gpu_names)
                 require_wandb(config.logger)
                 if config.stage in EVALUATING_STAGES:
                     resolve_sandbox(config.evaluate.sandbox)
@@ -212,6 +223,11 @@ def main(cfg: DictConfig) -> float:
     tolerate_requeue_kill()
     try:
         config = to_run_config(cfg)
+        if config.hardware.name == "auto":  # composed again with this node's profile
+            from hydra import compose
+
+            job = list(HydraConfig.get().overrides.task)
+            config = compose_job(lambda ov: compose("config", overrides=ov), job)
         check_available(config.stage)
         require_device(config.hardware.device, config.hardware.name)
         if config.stage in EVALUATING_STAGES:

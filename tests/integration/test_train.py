@@ -12,11 +12,10 @@ import json
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from safetensors.torch import load_file
 
 from tests.conftest import run_warpk
-from warpk.__main__ import CONF_DIR, preflight, to_run_config
+from warpk.__main__ import compose_config, preflight
 from warpk.policy import load_policy
 from warpk.records import EvalRecord
 from warpk.rewards import reward_functions
@@ -29,10 +28,9 @@ from warpk.trainers.source import EvaluatorSource
 
 
 def config(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        base = ["policy=tiny", "hardware=cpu", "logger=disabled", "train.heldout_eval=false"]
-        arm = [] if any(o.startswith("model=") for o in overrides) else ["model=m0"]  # it picks stage=train
-        return to_run_config(compose("config", overrides=base + arm + list(overrides)), [])
+    base = ["policy=tiny", "hardware=cpu", "logger=disabled", "train.heldout_eval=false"]
+    arm = [] if any(o.startswith("model=") for o in overrides) else ["model=m0"]  # it picks stage=train
+    return compose_config(base + arm + list(overrides), [])
 
 
 @pytest.fixture(scope="module")

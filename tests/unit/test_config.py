@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import run_warpk
-from warpk.__main__ import CONF_DIR, preflight, to_run_config
+from warpk.__main__ import CONF_DIR, compose_config, preflight
 from warpk.config import ConfigError
 from warpk.hardware import HardwareError, detect_gpu_names, profile_for
 
@@ -17,8 +17,7 @@ GROUPS = {
 
 
 def _compose(*overrides: str, gpu_names=()):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        return to_run_config(compose("config", overrides=list(overrides)), list(gpu_names))
+    return compose_config(list(overrides), list(gpu_names))
 
 
 def test_groups_have_the_designed_options():
@@ -125,6 +124,27 @@ def test_hardware_auto_follows_the_gpu(gpus, profile):
     assert run.hardware.name == profile
     assert run.hardware.device == ("cpu" if profile == "cpu" else "cuda")
     assert run.hardware.tdp_w > run.hardware.idle_power_w
+
+
+def test_hardware_auto_is_composed_again_as_an_override_of_the_detected_profile():
+    """`hardware=auto` becomes `hardware=<profile>` in the job's overrides and Hydra composes
+    the job again: the profile is Hydra's composition of conf/hardware/<profile>.yaml, every other
+    override of the job is kept, and an explicit `hardware=auto` override is replaced."""
+    from warpk.__main__ import compose_job
+
+    seen = []
+
+    def compose_fn(overrides):
+        seen.append(overrides)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
+            return compose("config", overrides=overrides)
+
+    job = ["hardware=auto", "seed=7", "hardware@runtime.served=h100"]
+    run = compose_job(compose_fn, job, ["NVIDIA H200"])
+    assert seen == [["hardware=auto", "seed=7", "hardware@runtime.served=h100"],
+                    ["seed=7", "hardware@runtime.served=h100", "hardware=h200"]]
+    assert (run.hardware.name, run.seed, run.runtime.served.name) == ("h200", 7, "h100")
+    assert run.hardware == _compose("hardware=h200").hardware
 
 
 def test_unknown_gpu_is_an_error_not_a_guess():

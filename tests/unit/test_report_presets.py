@@ -7,7 +7,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from warpk.__main__ import CONF_DIR, to_run_config
+from warpk.__main__ import CONF_DIR, compose_job
 
 PRESETS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
@@ -38,8 +38,7 @@ def test_preset_opens_with_its_command_and_every_sweep_job_composes(name):
         axes = [[f"{k}={v}" for v in str(values).split(",")] for k, values in params.items()]
         jobs = list(itertools.product(*axes))
         for job in jobs:
-            job_cfg = compose("config", overrides=[f"+experiment={name}", *job])
-            run = to_run_config(job_cfg, gpu_names=[])
+            run = compose_job(lambda ov: compose("config", overrides=ov), [f"+experiment={name}", *job], [])
             assert run.stage in ("train", "evaluate", "runtime", "hrl")
             for override in job:
                 key, _, value = override.partition("=")

@@ -151,14 +151,12 @@ def test_the_reward_weights_of_the_run_weigh_the_energy_and_sla_terms():
 
 
 def test_the_runtime_reward_weights_come_from_the_reward_group():
-    from hydra import compose, initialize_config_dir
 
-    from warpk.__main__ import CONF_DIR, to_run_config
+    from warpk.__main__ import compose_config
     from warpk.runtime.env import reward_weights
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        m4 = to_run_config(compose("config", overrides=["model=m4", "hardware=cpu"]), [])
-        half = to_run_config(compose("config", overrides=["model=m4", "reward.gamma_sla=0.5"]), [])
+    m4 = compose_config(["model=m4", "hardware=cpu"], [])
+    half = compose_config(["model=m4", "reward.gamma_sla=0.5"], [])
     assert reward_weights(m4) == {"energy_weight": 1.0, "sla_weight": 1.0}
     assert reward_weights(half) == {"energy_weight": 1.0, "sla_weight": 0.5}
     # a reward weighing neither is refused at preflight: tests/unit/test_config.py

@@ -5,9 +5,8 @@ import json
 import math
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from warpk.__main__ import CONF_DIR, to_run_config
+from warpk.__main__ import compose_config
 from warpk.config import ConfigError, PolicyConfig
 from warpk.evaluator import EvalItem
 from warpk.policy import extract_code
@@ -26,10 +25,9 @@ from warpk.trainers.source import EvaluatorSource
 
 
 def config(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="warpk"):
-        base = ["policy=tiny", "hardware=cpu", "logger=disabled"]
-        arm = [] if any(o.startswith("model=") for o in overrides) else ["model=m0"]  # it picks stage=train
-        return to_run_config(compose("config", overrides=base + arm + list(overrides)), [])
+    base = ["policy=tiny", "hardware=cpu", "logger=disabled"]
+    arm = [] if any(o.startswith("model=") for o in overrides) else ["model=m0"]  # it picks stage=train
+    return compose_config(base + arm + list(overrides), [])
 
 
 # --- pass@k (Chen et al. 2021), hand-computed --------------------------------------------------
