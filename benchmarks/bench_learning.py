@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from warpk.config import RewardConfig  # noqa: E402
 from warpk.hardware import usable_cores  # noqa: E402
 from warpk.records import EvalRecord  # noqa: E402
-from warpk.report.stats import t_interval  # noqa: E402
 from warpk.rewards import total_reward  # noqa: E402
+from warpk.stats import t_interval  # noqa: E402
 from warpk.tracking import read_offline_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from warpk import stats
 from warpk.records import EvalRecord
-from warpk.report import stats
 from warpk.report.failures import category
 from warpk.report.figures import pareto_front
 from warpk.report.metrics import pass_at_k

@@ -2,7 +2,6 @@
 
     runs.py      find and load run dirs (one dir, a sweep dir, a glob); config hash, git commit
     metrics.py   per-task metrics and per-run aggregates from records.jsonl, each with its sources
-    stats.py     t-interval over seeds, bootstrap over tasks, Wilcoxon + effect size, Holm
     energy.py    measured-vs-modelled energy rule; matched-runtime pairs
     failures.py  failure taxonomy: status counts and error categories
     breakdowns.py  per task suite, seed robustness, measured vs modelled energy
@@ -12,6 +11,7 @@
                  robustness, correct rate by suite, measured vs modelled, matched runtime (PNG)
 
 The table type itself (cells with sources; rich, Markdown and LaTeX renderers) is warpk.tables,
+and the statistics (t-interval, bootstrap, Wilcoxon + effect size, Holm) are warpk.stats, both
 shared with every stage.
 
 Non-goals: no measuring and no training; nothing here invents a number. A figure or test whose

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from warpk import stats
 from warpk.config import ReportConfig
-from warpk.report import breakdowns, runtime, stats
+from warpk.report import breakdowns, runtime
 from warpk.report.energy import EnergyPolicy, MatchedPair, matched_pairs
 from warpk.report.failures import FailureRow, taxonomy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means, run_metrics, task_metrics

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
+from warpk import stats
 from warpk.config import ReportConfig
-from warpk.report import stats
 from warpk.report.energy import MEASURED, EnergyPolicy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means
 from warpk.report.runs import Run

@@ -29,9 +29,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
+from warpk import stats  # noqa: E402
 from warpk.config import RewardConfig  # noqa: E402
 from warpk.records import geometric_mean  # noqa: E402
-from warpk.report import runtime, stats  # noqa: E402
+from warpk.report import runtime  # noqa: E402
 from warpk.report.analysis import Analysis  # noqa: E402
 from warpk.report.breakdowns import energy_pairs, suite_of  # noqa: E402
 from warpk.report.energy import EnergyPolicy  # noqa: E402

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from warpk import stats
 from warpk.config import ReportConfig
-from warpk.report import stats
 from warpk.report.runs import Run
 from warpk.tables import Table, num, text
 

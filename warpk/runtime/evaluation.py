@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy import stats
 
 from warpk.config import RunConfig
 from warpk.runtime.env import EpisodeResult, ServingEnv
+from warpk.stats import t_interval
 from warpk.tables import Cell, Table, num, text
 
 METRICS = ("energy_per_request_j", "ttft_p95_s", "e2e_p95_s", "sla_attainment", "throughput_rps")
@@ -71,12 +71,12 @@ def evaluate(env: ServingEnv, policy: Policy, seeds: list[int], on_step=None) ->
 
 
 def mean_ci95(values: list[float]) -> tuple[float, float]:
-    """(mean, half-width of the 95% Student-t interval); half-width is nan for one value."""
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return float(x.mean()), math.nan
-    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return float(x.mean()), float(half)
+    """(mean, half-width of the 95% Student-t interval, warpk.stats.t_interval); the half-width is
+    nan for one value."""
+    t = t_interval([float(v) for v in values], 0.95)
+    if t.estimate is None:
+        return math.nan, math.nan
+    return t.estimate, math.nan if t.high is None else t.high - t.estimate
 
 
 @dataclass(frozen=True)
