@@ -111,3 +111,9 @@ class NvmlActuator:
                 signal.signal(signal.SIGTERM, self._previous_sigterm)
             self.handle = None
             self.nvml.nvmlShutdown()
+
+
+def actuator_for(runtime) -> NvmlActuator | None:
+    """Where PPO's settings go during evaluation (runtime.actuator): None = simulated only, or the
+    real GPU through NVML (preflight checked that `hardware` is the served GPU)."""
+    return NvmlActuator(opt_in=runtime.nvml_opt_in) if runtime.actuator == "nvml" else None

@@ -36,7 +36,14 @@ import numpy as np
 
 from warpk.config import ClockProfile, HardwareConfig, RunConfig, RuntimeConfig, SlaConfig
 from warpk.paths import from_repo
-from warpk.runtime.calibration import Calibration, CostModel, PhaseScale, fit_costs
+from warpk.runtime.calibration import (
+    Calibration,
+    CalibrationError,
+    CostModel,
+    PhaseScale,
+    fit_costs,
+    load_calibration,
+)
 from warpk.runtime.workload import Trace, make_trace
 
 
@@ -45,13 +52,16 @@ def calibration_path(config: RunConfig) -> Path:
     return from_repo(config.runtime.calibration)
 
 
-def served_mismatch(config: RunConfig, cal: Calibration) -> str | None:
-    """Why the calibration cannot serve as hardware@runtime.served's cost fit (another GPU), or None."""
+def served_calibration(config: RunConfig) -> Calibration:
+    """runtime.calibration, loaded (a test fixture only with runtime.allow_fixture_calibration)
+    and checked to be of hardware@runtime.served's GPU; CalibrationError says why not."""
+    cal = load_calibration(calibration_path(config), allow_fixture=config.runtime.allow_fixture_calibration)
     served = config.runtime.served
-    if served.gpu_name and served.gpu_name in cal.gpu:
-        return None
-    return (f"hardware@runtime.served={served.name} but runtime.calibration={cal.path} was measured on "
+    if not (served.gpu_name and served.gpu_name in cal.gpu):
+        raise CalibrationError(
+            f"hardware@runtime.served={served.name} but runtime.calibration={cal.path} was measured on "
             f"{cal.gpu}: measure one on that GPU (benchmarks/calibrate_serving.py)")  # fmt: skip
+    return cal
 
 
 def reward_weights(config: RunConfig) -> dict:

@@ -58,15 +58,22 @@ def run_policies(
             else:
                 results = evaluate(env, policy, seeds)
             setting = env.setting(policy.action).label if hasattr(policy, "action") else "adaptive"
-            for r in results:
-                out.write(json.dumps({"policy": policy.name, "setting": setting, **asdict(r)}) + "\n")
             per_seed[policy.name] = results
-            summary = summarize(policy.name, setting, results)
-            out.write(json.dumps({"summary": True, **summary.to_dict()}) + "\n")
+            summary = record_episodes(out, policy.name, setting, results)
             summaries.append(summary)
             log({f"runtime/{slug(policy.name)}/{k}": v for k, v in summary.to_dict().items()
                  if isinstance(v, int | float)})  # fmt: skip
     return summaries, per_seed
+
+
+def record_episodes(sink, name: str, setting: str, results: list[EpisodeResult]) -> PolicySummary:
+    """One policy's episodes, then its summary line, into runtime_results.jsonl (the report reads
+    the episode lines); returns the summary."""
+    for r in results:
+        sink.write(json.dumps({"policy": name, "setting": setting, **asdict(r)}) + "\n")
+    summary = summarize(name, setting, results)
+    sink.write(json.dumps({"summary": True, **summary.to_dict()}) + "\n")
+    return summary
 
 
 def run_summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train_s: float) -> dict:

@@ -26,10 +26,8 @@ NVML actuator here.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -38,12 +36,13 @@ from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.records import EvalRecord
 from warpk.runtime import baselines, hrl
-from warpk.runtime.calibration import CalibrationError, PhaseScale, load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, reward_weights, served_mismatch
-from warpk.runtime.evaluation import caption, evaluate, evaluation_seeds, summarize
+from warpk.runtime.calibration import CalibrationError, PhaseScale
+from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
+from warpk.runtime.evaluation import caption, evaluate, evaluation_seeds
 from warpk.runtime.hrl_results import M4, M5, gain_table, hrl_summary, kernel_table, markdown
 from warpk.runtime.hrl_rounds import file_records, grpo_round, learn, served_tasks
 from warpk.runtime.ppo import PPOPolicy, hyperparameters, new_ppo
+from warpk.runtime.results import record_episodes
 from warpk.tables import to_rich
 
 
@@ -53,11 +52,9 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     run_dir = Path(run_dir)
     console = Console(width=None if Console().is_terminal else 160)
     try:
-        cal = load_calibration(calibration_path(config), allow_fixture=rt.allow_fixture_calibration)
+        cal = served_calibration(config)
     except CalibrationError as err:
         sys.exit(f"warpk: {err}")
-    if served_mismatch(config, cal):
-        sys.exit(f"warpk: {served_mismatch(config, cal)}")
     if "Qwen2.5-7B" not in cal.model:
         sys.exit(f"warpk: stage=hrl models op-class shares of Qwen2.5-7B; the calibration is of {cal.model}")
     gpu = rt.served
@@ -118,12 +115,8 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
         (run_dir / "runtime_results.jsonl").open("w") as sink,
     ):
         for name, env, policy, setting in runs:
-            results = evaluate(env, policy, seeds)
-            for x in results:
-                sink.write(json.dumps({"policy": name, "setting": setting, **asdict(x)}) + "\n")
-            summaries[name] = summarize(name, setting, results)
-            sink.write(json.dumps({"summary": True, **summaries[name].to_dict()}) + "\n")
-            per_seed[name] = results
+            per_seed[name] = evaluate(env, policy, seeds)
+            summaries[name] = record_episodes(sink, name, setting, per_seed[name])
 
     out = hrl_summary(per_seed, summaries, scale, kernels, sources, policy_ok)
     out["hrl/ppo_timesteps_each"] = rt.hrl_rounds * rt.hrl_ppo_timesteps + rt.hrl_joint_timesteps

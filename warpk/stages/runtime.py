@@ -38,8 +38,9 @@ from rich.console import Console
 from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.runtime import baselines
-from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, reward_weights, served_mismatch
+from warpk.runtime.actuators import actuator_for
+from warpk.runtime.calibration import CalibrationError, heldout_error
+from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds, train_seeds_of
 from warpk.runtime.results import (
@@ -53,27 +54,15 @@ from warpk.runtime.sensitivity import start_static_grids
 from warpk.tables import to_markdown, to_rich
 
 
-def _actuator(config: RunConfig):
-    """The actuator PPO's settings go to during evaluation: None (simulated) or NVML (preflight
-    checked that hardware is the simulated GPU)."""
-    if config.runtime.actuator != "nvml":
-        return None
-    from warpk.runtime.actuators import NvmlActuator
-
-    return NvmlActuator(opt_in=config.runtime.nvml_opt_in)
-
-
 def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Train, evaluate, write runtime_results.{jsonl,md}; returns the summary metrics."""
     rt, sla = config.runtime, config.sla
     console = Console(width=None if Console().is_terminal else 160)
     try:
-        cal = load_calibration(calibration_path(config), allow_fixture=rt.allow_fixture_calibration)
+        cal = served_calibration(config)
         fit_error = heldout_error(cal)
     except CalibrationError as err:
         sys.exit(f"warpk: {err}")
-    if served_mismatch(config, cal):
-        sys.exit(f"warpk: {served_mismatch(config, cal)}")
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, rt.served, cal, **weights)
     eval_seeds = evaluation_seeds(config)
@@ -111,7 +100,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     ]
     with console.status("evaluating every policy"):
         summaries, per_seed = run_policies(
-            env, policies, eval_seeds, _actuator(config), run_dir / "runtime_results.jsonl", log
+            env, policies, eval_seeds, actuator_for(config.runtime), run_dir / "runtime_results.jsonl", log
         )
     title = f"M4 PPO versus baselines, sla={sla.name}"
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)

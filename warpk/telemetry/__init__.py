@@ -5,8 +5,8 @@ The package exports the seam the run path uses, and importing it loads nothing e
     windows.py         aligned energy windows on a coarse counter (the method, DESIGN.md 5)
     nvml.py            NvmlEnergyMeter: the device's NVML energy counter
     model.py           modelled_energy: no GPU, energy_source="model" (and ModelMeter)
-    trace.py           EnergyTrace: readings and interpolated cumulative energy, the one trace
-                       reader/writer (the sampler daemon's traces too)
+    trace.py           EnergyTrace: readings and interpolated cumulative energy; trace files are
+                       read and written by the sampler's one reader (sampler.trace)
 Beside it, imported by name only where used (the evaluator's lanes, tests, benchmarks):
     sampler_client.py  SamplerClient, SamplerEnergyMeter: the seam through the sampler daemon
     lane.py            a lane's telemetry around a candidate's measurement
