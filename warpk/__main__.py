@@ -226,8 +226,9 @@ def main(cfg: DictConfig) -> float:
         if config.hardware.name == "auto":  # composed again with this node's profile
             from hydra import compose
 
-            job = list(HydraConfig.get().overrides.task)
-            config = compose_job(lambda ov: compose("config", overrides=ov), job)
+            hc = HydraConfig.get()
+            name, job = hc.job.config_name, list(hc.overrides.task)
+            config = compose_job(lambda ov: compose(name, overrides=ov), job)
         check_available(config.stage)
         require_device(config.hardware.device, config.hardware.name)
         if config.stage in EVALUATING_STAGES:

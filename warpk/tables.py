@@ -109,12 +109,13 @@ def _numeric(table: Table, i: int) -> bool:
 
 
 def to_rich(table: Table):
-    """The console's rendering: numeric columns right-aligned, the notes as the caption; a cell's
-    text is shown as it is (never read as rich markup)."""
+    """The console's rendering: numeric columns right-aligned, the notes as the caption; every text
+    is shown as it is (never read as rich markup)."""
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    out = RichTable(title=table.title, caption=" ".join(table.notes) or None, show_header=table.show_header)
+    caption = Text(" ".join(table.notes)) if table.notes else None
+    out = RichTable(title=Text(table.title), caption=caption, show_header=table.show_header)
     for i, column in enumerate(table.columns):
         out.add_column(column, justify="right" if _numeric(table, i) else "left", overflow="fold")
     for row in table.rows:

@@ -69,7 +69,7 @@ def per_level(rows: list[TaskMetrics], arms: list[str], policy: EnergyPolicy, cf
         "per_level",
         f"Per task suite (KernelBench level): rates per run, mean over seeds with a {pct} "
         "t-interval; speedup and energy ratio as geometric means over the suite's tasks",
-        ["arm", "suite", "tasks", "seeds", "candidates", "correct rate", "t low", "t high", "fast_1",
+        ["arm", "suite", "tasks", "runs", "candidates", "correct rate", "t low", "t high", "fast_1",
          "speedup (geomean)", energy],
         notes=[note],
     )
@@ -93,7 +93,7 @@ def per_level(rows: list[TaskMetrics], arms: list[str], policy: EnergyPolicy, cf
                 text(arm),
                 text(suite),
                 num(len({r.task_id for r in mine}), src, "d"),
-                num(len({r.seed for r in mine}), src, "d"),
+                num(len(by_run), src, "d"),
                 num(sum(r.n_candidates for r in mine), src, "d"),
                 num(t.estimate, src),
                 num(t.low, src),
@@ -111,8 +111,9 @@ def seed_robustness(rows: list[RunMetrics], arms: list[str], cfg: ReportConfig, 
         "seed_robustness",
         f"Seed robustness: each seed's value, its spread, and the {pct} t-interval over seeds",
         ["arm", "metric", "seeds", "values by seed", "mean", "sd", "CV", "min", "max", "t low", "t high"],
-        notes=[note, "CV = sd / mean. Speedup and energy ratio: mean and interval on the log scale, "
-               "shown back as geometric (as in the summary table). One seed: no interval."],
+        notes=[note, "sd and CV (= sd / arithmetic mean) are of the values by seed as shown. Speedup "
+               "and energy ratio: mean and interval on the log scale, shown back as geometric (as in "
+               "the summary table). One seed: no interval."],
     )
     for arm in arms:
         for metric, label in ROBUST_METRICS:

@@ -280,7 +280,7 @@ def per_level(analysis: Analysis, path: Path) -> Path | str:
         for suite in suites:
             mine = [r for r in analysis.task_rows if r.arm == arm and suite_of(r.task_id) == suite]
             n = sum(r.n_candidates for r in mine)
-            heights.append(sum(r.n_ok for r in mine) / n if n else 0.0)
+            heights.append(sum(r.n_ok for r in mine) / n if n else math.nan)  # nan: no bar, not a 0
         ax.bar([j + (i - len(analysis.arms) / 2 + 0.5) * width for j in range(len(suites))], heights,
                width, label=arm)
     ax.set_xticks(range(len(suites)), suites)
