@@ -1,5 +1,5 @@
-"""M5's rounds, the parts `stage=hrl` composes: the kernel policy's GRPO round, the kernels a
-records file adds, and a PPO round that continues a model (docs/runtime.md section 8).
+"""M5's rounds (docs/runtime.md section 8): `alternate` runs them, from the parts here: the kernel
+policy's GRPO round, the kernels a records file adds, and a PPO round that continues a model.
 
 Non-goals: no reporting (warpk.runtime.hrl_results); no cost-model arithmetic (warpk.runtime.hrl).
 """
@@ -14,6 +14,7 @@ from warpk.config import RunConfig
 from warpk.paths import from_repo
 from warpk.records import EvalRecord, read_records
 from warpk.runtime import hrl
+from warpk.runtime.calibration import PhaseScale
 
 
 def learn(model, timesteps: int, seed: int) -> None:
@@ -85,3 +86,40 @@ def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
             f"none measured on the served GPU hardware@runtime.served={rt.served.name}: refused"
         )
     return keep, notes
+
+
+def alternate(config: RunConfig, run_dir: Path, arms, shares, sources: dict, notes: list, log, update, say):
+    """M5's rounds: each round (GRPO where runtime.hrl_grpo) adds the policy's correct kernels on
+    the served GPU to `sources`, the deployed kernels rescale M5's env, and M5's and M4's PPO
+    models each continue for runtime.hrl_ppo_timesteps on one seed; then both train jointly on the
+    final cost model. `arms` = (M5's env, M5's model, M4's model); `update(done, text)` reports
+    PPO steps. Returns (the kernels deployed, their cost scale, the policy's correct kernels)."""
+    rt = config.runtime
+    m5_env, m5_model, m4_model = arms
+    policy_ok, scale = 0, PhaseScale()
+    kernels = hrl.choose_kernels(sources, rt.deploy_margin)
+    done = 0
+    for r in range(1, rt.hrl_rounds + 1):
+        if rt.hrl_grpo:
+            update(done, f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling")
+            records = grpo_round(config, run_dir, r, log)
+            policy_ok += sum(x.status == "ok" for x in records)
+            on_gpu, left_out = hrl.usable(records, rt.served.name)
+            notes += [f"policy round {r}: {n}" for n in left_out]
+            sources[f"policy round {r}"] = on_gpu
+            say(f"round {r}: GRPO policy wrote {len(records)} candidates for {len(served_tasks(config))} "
+                f"served-op tasks, {sum(x.status == 'ok' for x in records)} correct")  # fmt: skip
+        kernels = hrl.choose_kernels(sources, rt.deploy_margin)
+        scale = hrl.kernel_scale(kernels, shares)
+        m5_env.set_kernel_scale(scale)
+        log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
+        for model in (m5_model, m4_model):
+            update(done, f"round {r}: PPO {rt.hrl_ppo_timesteps} steps")
+            learn(model, rt.hrl_ppo_timesteps, config.seed + 1000 * r)
+            done += rt.hrl_ppo_timesteps
+    for model in (m5_model, m4_model):
+        update(done, f"joint: PPO {rt.hrl_joint_timesteps} steps on the final cost model")
+        learn(model, rt.hrl_joint_timesteps, config.seed + 999)
+        done += rt.hrl_joint_timesteps
+    update(done)
+    return kernels, scale, policy_ok

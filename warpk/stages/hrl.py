@@ -36,11 +36,11 @@ from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.records import EvalRecord
 from warpk.runtime import baselines, hrl
-from warpk.runtime.calibration import CalibrationError, PhaseScale
+from warpk.runtime.calibration import CalibrationError
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluate, evaluation_seeds
 from warpk.runtime.hrl_results import M4, M5, gain_table, hrl_summary, kernel_table, markdown
-from warpk.runtime.hrl_rounds import file_records, grpo_round, learn, served_tasks
+from warpk.runtime.hrl_rounds import alternate, file_records
 from warpk.runtime.ppo import PPOPolicy, hyperparameters, new_ppo
 from warpk.runtime.results import record_episodes
 from warpk.tables import to_rich
@@ -65,37 +65,11 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     m4_env, m5_env = ServingEnv(rt, sla, gpu, cal, **weights), ServingEnv(rt, sla, gpu, cal, **weights)
     hyper = hyperparameters(rt)
     m4_model, m5_model = new_ppo(m4_env, config.seed, hyper=hyper), new_ppo(m5_env, config.seed, hyper=hyper)
-    policy_ok = 0
-    scale = PhaseScale()
-    kernels = hrl.choose_kernels(sources, rt.deploy_margin)
     total = 2 * (rt.hrl_rounds * rt.hrl_ppo_timesteps + rt.hrl_joint_timesteps)  # M5's and M4's
     with progress(console, "M5 rounds (PPO steps of M5 and M4)", total, log, key="hrl_rounds") as update:
-        done = 0
-        for r in range(1, rt.hrl_rounds + 1):
-            if rt.hrl_grpo:
-                update(done, f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling")
-                records = grpo_round(config, run_dir, r, log)
-                policy_ok += sum(x.status == "ok" for x in records)
-                on_gpu, left_out = hrl.usable(records, rt.served.name)
-                notes += [f"policy round {r}: {n}" for n in left_out]
-                sources[f"policy round {r}"] = on_gpu
-                console.print(
-                    f"round {r}: GRPO policy wrote {len(records)} candidates for {len(served_tasks(config))} "
-                    f"served-op tasks, {sum(x.status == 'ok' for x in records)} correct"
-                )
-            kernels = hrl.choose_kernels(sources, rt.deploy_margin)
-            scale = hrl.kernel_scale(kernels, shares)
-            m5_env.set_kernel_scale(scale)
-            log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
-            for model in (m5_model, m4_model):
-                update(done, f"round {r}: PPO {rt.hrl_ppo_timesteps} steps")
-                learn(model, rt.hrl_ppo_timesteps, config.seed + 1000 * r)
-                done += rt.hrl_ppo_timesteps
-        for model in (m5_model, m4_model):
-            update(done, f"joint: PPO {rt.hrl_joint_timesteps} steps on the final cost model")
-            learn(model, rt.hrl_joint_timesteps, config.seed + 999)
-            done += rt.hrl_joint_timesteps
-        update(done)
+        kernels, scale, policy_ok = alternate(
+            config, run_dir, (m5_env, m5_model, m4_model), shares, sources, notes, log, update, console.print
+        )
     hrl.write_kernels(run_dir / "hrl_kernels.json", kernels, scale, shares)
 
     seeds = evaluation_seeds(config)
