@@ -20,6 +20,7 @@ import random
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -50,6 +51,7 @@ from warpk.paths import CONF_DIR
 from warpk.policy.load import PolicyWeightsMissing, require_weights
 from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
+from warpk.runtime.calibration import CalibrationError
 from warpk.stages import StageUnavailable, check_available, objective, run_stage
 from warpk.tasks import TaskError
 from warpk.tracking import require_wandb, wandb_run
@@ -238,7 +240,7 @@ def main(cfg: DictConfig) -> float:
         if config.stage == "train":
             require_processes(config.train.processes, config.hardware.device)
     except (ConfigError, HardwareError, StageUnavailable, SandboxUnavailable) as err:
-        sys.exit(f"warpk: {err}")
+        refuse(err)
     _seed_everything(config.seed)
     resolved = OmegaConf.structured(config)
     (run_dir / "resolved_config.yaml").write_text(OmegaConf.to_yaml(resolved))
@@ -253,8 +255,8 @@ def main(cfg: DictConfig) -> float:
     with wandb_run(logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:
         try:
             summary = run_stage(config, run_dir, run.log)
-        except (TaskError, PolicyWeightsMissing) as err:
-            sys.exit(f"warpk: {err}")
+        except (TaskError, PolicyWeightsMissing, ConfigError, CalibrationError) as err:
+            refuse(err)
         run.summary.update({k: v for k, v in summary.items() if v is not None})
     # the commit behind the run, for reports' manifests (not a metric: kept out of W&B's summary)
     if distributed.is_main():
@@ -271,6 +273,13 @@ def _train_processes(config: RunConfig, run_dir: Path) -> dict:
     if code != 0:
         sys.exit(f"warpk: the {n} training processes failed (exit code {code}); each one's output is above")
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def refuse(err: BaseException) -> NoReturn:
+    """An expected user error inside a job: one line on stderr and exit status 2, as preflight's
+    refusals (never a traceback)."""
+    print(f"warpk: {err}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def cli() -> None:

@@ -217,7 +217,9 @@ def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
         f"hydra.run.dir={tmp_path / 'b'}",
         "runtime.calibration=/nonexistent/cal.json",
     )
-    assert missing.returncode != 0 and "no such file" in missing.stderr.strip().splitlines()[-1]
+    # an expected user error inside the job: one line, exit status 2 (as preflight's), no traceback
+    assert missing.returncode == 2 and "no such file" in missing.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in missing.stderr
     assert not (tmp_path / "b" / "summary.json").exists()
     other_gpu = run_warpk(  # an H100 served on the H200's cost fit: refused, not silently mixed
         "model=m4", "logger=disabled", f"hydra.run.dir={tmp_path / 'c'}", "hardware@runtime.served=h100",

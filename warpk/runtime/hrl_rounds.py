@@ -7,10 +7,9 @@ Non-goals: no reporting (warpk.runtime.hrl_results); no cost-model arithmetic (w
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 
-from warpk.config import RunConfig
+from warpk.config import ConfigError, RunConfig
 from warpk.paths import from_repo
 from warpk.records import EvalRecord, read_records
 from warpk.runtime import hrl
@@ -67,22 +66,22 @@ def grpo_round(config: RunConfig, run_dir: Path, r: int, log) -> list[EvalRecord
 
 
 def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
-    """runtime.kernel_records: measured records on the served GPU; refused (exit) if it has none."""
+    """runtime.kernel_records: measured records on the served GPU; ConfigError if it has none."""
     rt = config.runtime
     if not rt.kernel_records:
         return [], []
     path = from_repo(rt.kernel_records)
     if not path.is_file():
-        sys.exit(f"warpk: runtime.kernel_records={rt.kernel_records}: no such file")
+        raise ConfigError(f"runtime.kernel_records={rt.kernel_records}: no such file")
     try:
         records = read_records(path)
     except ValueError as err:
-        sys.exit(f"warpk: runtime.kernel_records: {err}")
+        raise ConfigError(f"runtime.kernel_records: {err}") from err
     keep, notes = hrl.usable(records, rt.served.name)
     if not keep:
         found = sorted({str(r.hardware) for r in records}) or ["nothing"]
-        sys.exit(
-            f"warpk: runtime.kernel_records={rt.kernel_records} holds records of {', '.join(found)}, "
+        raise ConfigError(
+            f"runtime.kernel_records={rt.kernel_records} holds records of {', '.join(found)}, "
             f"none measured on the served GPU hardware@runtime.served={rt.served.name}: refused"
         )
     return keep, notes

@@ -26,7 +26,6 @@ NVML actuator here.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,12 +50,11 @@ def run_hrl(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> di
     rt, sla = config.runtime, config.sla
     run_dir = Path(run_dir)
     console = Console(width=None if Console().is_terminal else 160)
-    try:
-        cal = served_calibration(config)
-    except CalibrationError as err:
-        sys.exit(f"warpk: {err}")
+    cal = served_calibration(config)  # CalibrationError: one line, exit 2 (warpk.__main__)
     if "Qwen2.5-7B" not in cal.model:
-        sys.exit(f"warpk: stage=hrl models op-class shares of Qwen2.5-7B; the calibration is of {cal.model}")
+        raise CalibrationError(
+            f"stage=hrl models op-class shares of Qwen2.5-7B; the calibration is of {cal.model}"
+        )
     gpu = rt.served
     shares = hrl.phase_shares(rt, gpu)
     from_file, notes = file_records(config)

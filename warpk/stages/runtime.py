@@ -28,7 +28,6 @@ Non-goals: M5 (stage=hrl).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +38,7 @@ from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.runtime import baselines
 from warpk.runtime.actuators import actuator_for
-from warpk.runtime.calibration import CalibrationError, heldout_error
+from warpk.runtime.calibration import heldout_error
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
 from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds, train_seeds_of
@@ -58,11 +57,8 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     """Train, evaluate, write runtime_results.{jsonl,md}; returns the summary metrics."""
     rt, sla = config.runtime, config.sla
     console = Console(width=None if Console().is_terminal else 160)
-    try:
-        cal = served_calibration(config)
-        fit_error = heldout_error(cal)
-    except CalibrationError as err:
-        sys.exit(f"warpk: {err}")
+    cal = served_calibration(config)  # CalibrationError: one line, exit 2 (warpk.__main__)
+    fit_error = heldout_error(cal)
     weights = reward_weights(config)
     env = ServingEnv(rt, sla, rt.served, cal, **weights)
     eval_seeds = evaluation_seeds(config)
