@@ -133,3 +133,14 @@ def test_the_sandboxed_workers_import_nothing_outside_warpk():
             "import warpk.evaluator.trusted, warpk.evaluator.untrusted, warpk.evaluator.checks")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_no_module_is_over_400_lines_and_no_stage_over_120():
+    """Small modules that read top to bottom (issue #16's goal); the stages are thin scripts over
+    library calls."""
+    long = [f"{p.relative_to(PACKAGE)}: {n}" for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400]  # fmt: skip
+    assert not long
+    stages = [f"{p.name}: {n}" for p in (PACKAGE / "stages").glob("*.py")
+              if (n := len(p.read_text().splitlines())) > 120]  # fmt: skip
+    assert not stages
