@@ -3,9 +3,9 @@
 
 - fp32 LoRA matmuls: peft keeps the adapters in fp32 over a bf16 base, so every adapter matmul of
   a decode step is a small fp32 GEMM plus casts of its input and output (18% of the GPU time of a
-  1.5B decode step, docs/benchmarks.md 2026-12-04). `half_precision_adapters` points each adapter
-  weight at a copy in the base's dtype while sampling and back at its fp32 master afterwards: the
-  masters, which the optimizer updates and the loss scores with, are never rounded. The copies
+  1.5B decode step, docs/benchmarks.md 2026-12-04). `AdapterCopies` gives each adapter module a
+  copy of its weight in the base's dtype while sampling and its fp32 master back afterwards: the
+  masters, which the optimizer updates and the loss scores with, are never touched. The copies
   are the same tensors every call, so a compiled decode step's CUDA graphs keep their addresses.
 - a host sync per token: generate's stop check reads `unfinished.max() == 0` on the host every
   step, so the CPU cannot queue step t+1 while the GPU runs step t. transformers ships a deferred
