@@ -26,6 +26,7 @@ from scipy import stats as sps
 
 from warpk import stats
 from warpk.config import ReportConfig
+from warpk.records import geometric_mean
 from warpk.report.energy import MEASURED, EnergyPolicy
 from warpk.report.metrics import RunMetrics, TaskMetrics, arm_task_means
 from warpk.report.runs import Run
@@ -55,10 +56,8 @@ def _sources(rows: list[TaskMetrics]) -> list[tuple[str, int]]:
 def _geomean_over_tasks(rows: list[TaskMetrics], metric: str, arm: str) -> tuple[float | None, list]:
     means = arm_task_means(rows, metric).get(arm, {})
     values = [v for v, _ in means.values() if v]
-    if not values:
-        return None, []
     found = [row for _, group in means.values() for row in group]
-    return math.exp(sum(math.log(v) for v in values) / len(values)), found
+    return geometric_mean(values), found if values else []
 
 
 def per_level(rows: list[TaskMetrics], arms: list[str], policy: EnergyPolicy, cfg: ReportConfig,
@@ -125,10 +124,9 @@ def seed_robustness(rows: list[RunMetrics], arms: list[str], cfg: ReportConfig, 
             src = [(r.run, line) for r in runs for line in r.lines] or [(r.run, 0) for r in runs]
             sd = statistics.stdev(values) if len(values) > 1 else None
             ratio = metric in ("geomean_speedup", "energy_ratio")
-            t = stats.t_interval([math.log(v) for v in values] if ratio else values, cfg.confidence)
+            interval = stats.geometric_t_interval if ratio else stats.t_interval
+            t = interval(values, cfg.confidence)
             mean, low, high = t.estimate, t.low, t.high
-            if ratio:
-                mean, low, high = (None if v is None else math.exp(v) for v in (mean, low, high))
             table.add(
                 text(arm),
                 text(label),

@@ -251,11 +251,10 @@ def seed_robustness(analysis: Analysis, path: Path) -> Path | str:
                 continue
             xs = [i + (j - (len(values) - 1) / 2) * 0.08 for j in range(len(values))]
             ax.plot(xs, values, "o", color=colours[arm], alpha=0.7)
-            ratio = metric == "geomean_speedup"  # on the log scale, as the summary table
-            t = stats.t_interval([math.log(v) for v in values] if ratio else values, 0.95)
+            # speedup on the log scale, as the summary table
+            interval = stats.geometric_t_interval if metric == "geomean_speedup" else stats.t_interval
+            t = interval(values, 0.95)
             mid, low, high = (t.estimate, t.low, t.high) if t.low is not None else (t.estimate,) * 3
-            if ratio:
-                mid, low, high = math.exp(mid), math.exp(low), math.exp(high)
             ax.errorbar([i + 0.3], [mid], yerr=[[mid - low], [high - mid]],
                         fmt="_", color="black", capsize=4, markersize=14)
         ax.set_xticks(range(len(analysis.arms)), analysis.arms, rotation=20, fontsize=8)

@@ -41,7 +41,7 @@ class AdapterCopies:
         target = base_dtype(model)
         swapped = []
         try:
-            if half_precision(model):
+            if target in (torch.bfloat16, torch.float16):
                 with torch.no_grad():
                     for module_name, module in model.named_modules():
                         for name, master in list(module._parameters.items()):
