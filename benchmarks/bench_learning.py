@@ -22,6 +22,11 @@ difference with its interval. The goal (issue #14): M1 above M0 by more than the
 the same seed) for recipes compared side by side (scripts/device_acceptance.sh learning): M0 is
 evaluated again on the machine that evaluates M1, and M0's held-out figures are DIR's.
 
+`--m0-seed S` asks another question: given one SFT checkpoint (M0 trained once, with seed S), does
+GRPO improve it on every GRPO seed? Each seed then draws M1's GRPO stream and both evaluations'
+samples, and M0's interval over seeds is its evaluation noise alone (SFT's own spread over seeds
+is the default design's). Pick S before looking, and say so beside the result.
+
 Writes bench_learning.json, bench_learning.md and learning_curves.png to --out, and keeps every
 run dir (records.jsonl, W&B offline runs) under --out/runs/.
 """
@@ -95,26 +100,46 @@ def curves(run_dir: Path) -> dict[str, list]:
     return out
 
 
+def common_overrides(seed: int, extra: list[str]) -> list[str]:
+    return ["policy=small", "hardware=cpu", f"seed={seed}", f"tasks.subset=[{','.join(TASKS)}]", *extra]
+
+
+def train_m0(out: Path, sft_seed: int, extra: list[str], m0_from: Path | None) -> tuple[Path, float]:
+    """The M0 of SFT seed `sft_seed` and its training wall seconds: trained under out, or taken
+    from an earlier `--m0-only` run's --out (checked: trained with that seed)."""
+    if m0_from is None:
+        m0 = out / "runs" / f"seed{sft_seed}" / "m0"
+        m0.parent.mkdir(parents=True, exist_ok=True)
+        overrides = common_overrides(sft_seed, extra)
+        return m0, warpk(m0, "stage=train", "model=m0", "logger=wandb_offline", *overrides)
+    m0 = m0_from / "runs" / f"seed{sft_seed}" / "m0"
+    if not (m0 / "adapter").is_dir():
+        raise SystemExit(f"--m0-from {m0_from}: no M0 of seed {sft_seed} at {m0 / 'adapter'}")
+    trained = (m0 / "resolved_config.yaml").read_text() if (m0 / "resolved_config.yaml").is_file() else ""
+    if f"\nseed: {sft_seed}\n" not in f"\n{trained}":
+        raise SystemExit(f"--m0-from {m0_from}: {m0} was not trained with seed={sft_seed}")
+    return m0, 0.0
+
+
 def one_seed(
-    out: Path, seed: int, k: int, extra: list[str], m0_from: Path | None = None, m0_only: bool = False
+    out: Path,
+    seed: int,
+    k: int,
+    extra: list[str],
+    m0_from: Path | None = None,
+    m0_only: bool = False,
+    m0: Path | None = None,
 ) -> dict | None:
     """M0, M0 evaluated, M1, M1 evaluated for one seed. `m0_from`: the run dirs of an earlier
     `--m0-only` run, whose M0 (trained with the same seed and overrides) is reused; M0 is
-    evaluated again here so that both evaluations run on this machine."""
+    evaluated again here so that both evaluations run on this machine. `m0`: one M0 for every
+    seed (`--m0-seed`); the seed then draws GRPO's stream and the evaluations' samples only."""
     runs = out / "runs" / f"seed{seed}"
     runs.mkdir(parents=True, exist_ok=True)
-    common = ["policy=small", "hardware=cpu", f"seed={seed}", f"tasks.subset=[{','.join(TASKS)}]", *extra]
+    common = common_overrides(seed, extra)
     wall = {}
-    m0 = runs / "m0"
-    if m0_from is None:
-        wall["m0_train"] = warpk(m0, "stage=train", "model=m0", "logger=wandb_offline", *common)
-    else:
-        m0 = m0_from / "runs" / f"seed{seed}" / "m0"
-        if not (m0 / "adapter").is_dir():
-            raise SystemExit(f"--m0-from {m0_from}: no M0 of seed {seed} at {m0 / 'adapter'}")
-        trained = (m0 / "resolved_config.yaml").read_text() if (m0 / "resolved_config.yaml").is_file() else ""
-        if f"\nseed: {seed}\n" not in f"\n{trained}":
-            raise SystemExit(f"--m0-from {m0_from}: {m0} was not trained with seed={seed}")
+    if m0 is None:
+        m0, wall["m0_train"] = train_m0(out, seed, extra, m0_from)
     if m0_only:
         return None
     adapter = m0 / "adapter"
@@ -185,6 +210,14 @@ def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
         f"policy=small (train=small_cpu), tasks {', '.join(TASKS)}; {meta['k']} samples per task per "
         "evaluation; reward = reward=kernel's total. Energy is not used (CPU).",
         "",
+        (
+            "Design: one M0 per seed (SFT, M0 evaluation and GRPO all drawn from the seed)."
+            if meta.get("m0_seed") is None
+            else f"Design: ONE M0 (SFT with seed {meta['m0_seed']}, {meta['m0_train_s']:.0f} s) for "
+            "every seed; a seed draws GRPO's stream and both evaluations' samples, so M0's interval is its "
+            "evaluation noise only."
+        ),
+        "",
         "| seed | M0 reward | M0 correct | M1 reward | M1 correct | M0 held-out correct "
         "| M1 held-out correct | wall s |",
         "|---|---|---|---|---|---|---|---|",
@@ -242,20 +275,30 @@ def main() -> None:
     parser.add_argument("--m0-only", action="store_true", help="train M0 per seed and stop (for --m0-from)")
     parser.add_argument("--m0-from", type=Path, help="reuse each seed's M0 from an earlier --m0-only --out")
     parser.add_argument(
+        "--m0-seed", type=int, help="one M0 (SFT with this seed) for every seed: GRPO seeds against one M0"
+    )
+    parser.add_argument(
         "overrides", nargs="*", help="extra warpk overrides for every run, e.g. train.max_steps=10"
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    seeds = [one_seed(args.out, s, args.k, args.overrides, args.m0_from, args.m0_only) for s in args.seeds]
+    shared_m0, sft_wall_s = None, 0.0
+    if args.m0_seed is not None:
+        shared_m0, sft_wall_s = train_m0(args.out, args.m0_seed, args.overrides, args.m0_from)
     if args.m0_only:
-        print(f"M0 of seeds {args.seeds} under {args.out / 'runs'}")
+        for s in [] if shared_m0 else args.seeds:
+            one_seed(args.out, s, args.k, args.overrides, args.m0_from, True)
+        print(f"M0 under {args.out / 'runs'}")
         return
+    seeds = [one_seed(args.out, s, args.k, args.overrides, args.m0_from, m0=shared_m0) for s in args.seeds]
     meta = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {usable_cores()} cores (of {os.cpu_count()}), CPU only",
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "k": args.k,
+        "m0_seed": args.m0_seed,
+        "m0_train_s": sft_wall_s,
         "tasks": TASKS,
         "wall_s": time.perf_counter() - start,
     }

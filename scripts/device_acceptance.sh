@@ -9,6 +9,7 @@
 # learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, CORES_PER_JOB (2) each
 #           (taskset), each seed's M0 from .carry/m0 when it is there (an `--m0-only` run's --out,
 #           made here), else trained in each job: RECIPES ("name:overrides|name:overrides"), SEEDS (1);
+#           M0_SEED=S: one M0, of seed S, for every seed (bench_learning.py --m0-seed); K (16) samples a task;
 #           under $OUT/learn
 # Each part stops itself before LIMIT_S (default 570) so its output comes back.
 set -o pipefail
@@ -54,7 +55,7 @@ case "$1" in
             n=${CORES_PER_JOB:-2}; job=$name-seed$seed; cores=$((n * slot))-$((n * slot + n - 1)); slot=$((slot + 1))
             # shellcheck disable=SC2086  # the overrides are words
             (taskset -c "$cores" timeout "$LIMIT" python benchmarks/bench_learning.py --out "/tmp/learn/$job" \
-                --seeds "$seed" --k 16 $m0_from evaluate.timing_batches=3 \
+                --seeds "$seed" --k ${K:-16} $m0_from ${M0_SEED:+--m0-seed $M0_SEED} evaluate.timing_batches=3 \
                 "evaluate.cache_dir=/tmp/learn-cache-$slot" $overrides > "$OUT/learn/$job.log" 2>&1
              rc=$?; cp "/tmp/learn/$job/bench_learning.json" "$OUT/learn/$job.json" 2>/dev/null
              echo "$job: rc $rc $(grep -E '^seed' "$OUT/learn/$job.log")"; exit $rc) &
