@@ -239,30 +239,55 @@ def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
     return "\n".join(lines)
 
 
-def figure(seeds: list[dict], path: Path) -> None:
+SMOOTH_STEPS = 8  # the per-step curves average 16 samples: a trailing mean over 8 steps to read them
+
+
+def smoothed(values: list, window: int = SMOOTH_STEPS) -> list[float]:
+    """Trailing mean over the last `window` steps (fewer at the start); None steps are skipped."""
+    out = []
+    for i in range(len(values)):
+        seen = [v for v in values[max(0, i - window + 1) : i + 1] if v is not None]
+        out.append(sum(seen) / len(seen) if seen else float("nan"))
+    return out
+
+
+def figure(seeds: list[dict], summary: dict, path: Path) -> None:
+    """Per metric: each seed's GRPO curve (trailing mean, thin), their mean (thick), and the two
+    evaluations as bands: M0's and M1's mean with its 95% t-interval over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, metric, label in (
         (axes[0], "reward", "mean train reward"),
         (axes[1], "correct_rate", "correct rate"),
     ):
-        for i, s in enumerate(seeds):
-            c = s["m1_curves"]
-            color = f"C{i}"
-            ax.plot(
-                c["step"], c[metric], color=color, alpha=0.8, label=f"M1 GRPO, seed {s['seed']} (per step)"
-            )
-            ax.axhline(s["m0"][metric], color=color, linestyle=":", label=f"M0 evaluated, seed {s['seed']}")
-            ax.axhline(s["m1"][metric], color=color, linestyle="--", label=f"M1 evaluated, seed {s['seed']}")
+        curves_by_seed = [smoothed(s["m1_curves"][metric]) for s in seeds if s["m1_curves"]["step"]]
+        steps = next((s["m1_curves"]["step"] for s in seeds if s["m1_curves"]["step"]), [])
+        for curve in curves_by_seed:
+            ax.plot(steps[: len(curve)], curve, color="C0", alpha=0.25, linewidth=1)
+        if curves_by_seed:
+            n = min(len(c) for c in curves_by_seed)
+            mean = [sum(c[i] for c in curves_by_seed) / len(curves_by_seed) for i in range(n)]
+            note = f"M1 GRPO samples, mean of {len(curves_by_seed)} seeds ({SMOOTH_STEPS}-step mean)"
+            ax.plot(steps[:n], mean, color="C0", linewidth=2.2, label=note)
+        for arm, color in (("m0", "C3"), ("m1", "C2")):
+            iv = summary.get(metric, {}).get(arm)
+            if iv is None:
+                continue
+            note = f"{arm.upper()} evaluated ({seeds[0]['m0']['n']} samples a seed): mean, 95% t"
+            ax.axhline(iv["mean"], color=color, linestyle="--", linewidth=1.5, label=note)
+            if iv["low"] is not None:
+                ax.axhspan(iv["low"], iv["high"], color=color, alpha=0.15)
         ax.set_xlabel("GRPO optimizer step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7, loc="best")
-    fig.suptitle("policy=small on 6 bundled train tasks (CPU): M1 warm-started from M0")
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(
+        f"policy=small on {len(TASKS)} bundled train tasks (CPU): M1 warm-started from M0, {len(seeds)} seeds"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -307,7 +332,7 @@ def main() -> None:
         json.dumps({"meta": meta, "seeds": seeds, "summary": summary}, indent=2)
     )
     (args.out / "bench_learning.md").write_text(markdown(meta, seeds, summary))
-    figure(seeds, args.out / "learning_curves.png")
+    figure(seeds, summary, args.out / "learning_curves.png")
     print(markdown(meta, seeds, summary))
 
 
