@@ -16,11 +16,11 @@ FIXTURE = "tests/data/runtime_calibration_fixture.json"
 STATIC_MAX = np.array([0, 0, 4])  # 700 W, default clocks, concurrency 128
 
 
-def make_env(sla=None, training=False, **runtime):
+def make_env(sla=None, **runtime):
     runtime.setdefault("allow_fixture_calibration", True)
     cfg = RuntimeConfig(**runtime)
     cal = load_calibration(FIXTURE, allow_fixture=cfg.allow_fixture_calibration)
-    return ServingEnv(cfg, sla or SlaConfig(), hardware_profile("h200"), cal, training=training)
+    return ServingEnv(cfg, sla or SlaConfig(), hardware_profile("h200"), cal)
 
 
 def run_episode(env, action, seed):
@@ -106,20 +106,6 @@ def test_heldout_error_uses_points_left_out_of_the_fit():
     assert all(r["pred_time_s"] > 0 for r in err.rows)
 
 
-def test_a_training_env_draws_each_episodes_load_from_the_range_and_evaluation_keeps_the_nominal():
-    ranged = dict(arrival_process="poisson", episode_steps=12, train_load_min=0.5, train_load_max=2.0)
-    seeds = range(40)
-    plain = make_env(arrival_process="poisson", episode_steps=12)
-    nominal = [run_episode(make_env(**ranged), STATIC_MAX, s)[2].requests for s in seeds]
-    assert nominal == [run_episode(plain, STATIC_MAX, s)[2].requests for s in seeds]
-    trained = [run_episode(make_env(training=True, **ranged), STATIC_MAX, s)[2].requests for s in seeds]
-    expected = 3.0 * 12 * 5.0  # arrival_rate_rps x episode seconds
-    assert np.std(trained) > 2 * np.std(nominal)  # loads of 0.5x-2x, not Poisson noise alone
-    assert min(trained) < 0.75 * expected and max(trained) > 1.5 * expected
-    off = make_env(training=True, arrival_process="poisson", episode_steps=12)  # 1, 1: unchanged
-    assert [run_episode(off, STATIC_MAX, s)[2].requests for s in seeds] == nominal
-
-
 def test_bad_runtime_values_name_the_key():
     with pytest.raises(ConfigError, match="runtime.eval_seeds"):
         RuntimeConfig(eval_seeds=3)
@@ -127,8 +113,6 @@ def test_bad_runtime_values_name_the_key():
         RuntimeConfig(actuator="nvml")
     with pytest.raises(ConfigError, match="burst_factor"):
         RuntimeConfig(burst_factor=6.0, burst_fraction=0.2)
-    with pytest.raises(ConfigError, match="runtime.train_load_min=2 > runtime.train_load_max=1.5"):
-        RuntimeConfig(train_load_min=2.0, train_load_max=1.5)
     with pytest.raises(ValueError, match="calibrated decode batch"):
         make_env(concurrency_choices=[8, 256])
     with pytest.raises(ConfigError, match="sla.ttft_p95_s"):

@@ -102,15 +102,11 @@ class RunConfig(_Checked):
                 "range or clock profiles to control; allowed: hardware@runtime.served=h200 or h100"
             )
         rt = self.runtime
-        load = (rt.train_load_min, rt.train_load_max)
-        if self.stage == "hrl" and (
-            rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout" or load != (1.0, 1.0)
-        ):
+        if self.stage == "hrl" and (rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout"):
             raise ConfigError(
                 f"stage=hrl trains one PPO model per arm on one env and reports on the held-out episodes: "
-                f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on}, "
-                f"train_load_min/max={load[0]:g}/{load[1]:g} are stage=runtime's (model=m4); "
-                "allowed here: 1, 1, heldout, 1/1"
+                f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on} "
+                "are stage=runtime's (model=m4); allowed here: 1, 1, heldout"
             )
         nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
         if nvml and self.hardware.name != served.name:

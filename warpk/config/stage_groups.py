@@ -100,11 +100,6 @@ class RuntimeConfig(_Checked):
     control_period_s: float = number(5.0, 0.1, 600.0)  # one env step = one decision
     episode_steps: int = number(48, 2, 100000)
     sla_penalty: float = number(32.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests
-    # PPO's training episodes draw their mean arrival rate from arrival_rate_rps x U(min, max)
-    # (domain randomisation: heavy bursts, rare at the nominal load, are where lateness is learned);
-    # the baselines' sweeps and every evaluation keep arrival_rate_rps. 1, 1: off.
-    train_load_min: float = number(1.0, 0.1, 10.0)
-    train_load_max: float = number(1.0, 0.1, 10.0)
     ppo_timesteps: int = number(100_000, 1, 100_000_000)
     # copies of the env PPO steps together (one rollout of 480 steps across them): 4 cut the
     # default run from ~3 to ~2 min here but, trained on one seed, missed sla=mixed on 1 of 5
@@ -151,11 +146,6 @@ class RuntimeConfig(_Checked):
             raise ConfigError(
                 f"runtime.burst_factor * runtime.burst_fraction = {product:g} must be < 1 "
                 "(the rate outside bursts would be negative)"
-            )
-        if self.train_load_min > self.train_load_max:
-            raise ConfigError(
-                f"runtime.train_load_min={self.train_load_min:g} > runtime.train_load_max="
-                f"{self.train_load_max:g}; allowed: min <= max (1 and 1: the nominal load)"
             )
         if self.actuator == "nvml" and not self.nvml_opt_in:
             raise ConfigError(

@@ -7,11 +7,12 @@ arrival order while fewer than `concurrency` run, admitted prompts are prefilled
 iteration (up to `max_prefill_tokens`), otherwise all running sequences decode one token per
 iteration. Consecutive decode iterations with the same batch are advanced together up to the next
 event (an arrival that can be admitted, a completion, the end of the period), which is exact for
-the model and keeps an episode to milliseconds. Iteration costs: `CostModel` (measured fit +
-modelled cap/clock effect); idle, the GPU draws the measured idle power.
+the model and keeps an episode to milliseconds. Iteration costs come from `CostModel` (measured
+fit + modelled cap/clock effect); with nothing to do the GPU draws the measured idle power.
 
-After the last step the server drains the requests already arrived (last setting), so every
-request has a TTFT and an E2E and the energy per request counts all the work.
+After the last step the server drains the requests already arrived (no new arrivals, last
+setting), so every request of the episode has a TTFT and an E2E and the energy per request counts
+all the work.
 
 Reward of a step: -energy_weight * (energy - completed * e_ref) / (expected requests * e_ref)
 - sla_weight * sla_penalty * late requests / expected requests (the weights are the run's
@@ -26,7 +27,6 @@ Non-goals: no preemption, no KV-cache capacity limit, no chunked prefill, no mul
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +145,6 @@ class ServingEnv(gym.Env):
         kernel_scale: PhaseScale | None = None,
         energy_weight: float = 1.0,
         sla_weight: float = 1.0,
-        training: bool = False,  # PPO's env: each episode's load from runtime.train_load_min..max
     ):
         max_calibrated = max(p.batch for p in calibration.decode)
         if max(runtime.concurrency_choices) > max_calibrated:
@@ -154,7 +153,6 @@ class ServingEnv(gym.Env):
                 f"calibrated decode batch ({max_calibrated}) of {calibration.path}"
             )
         self.runtime, self.sla, self.hardware = runtime, sla, hardware
-        self.training = training
         self.energy_weight, self.sla_weight = energy_weight, sla_weight
         self.cost = CostModel(
             fit_costs(calibration.prefill, calibration.decode, calibration.idle_power_w),
@@ -193,9 +191,7 @@ class ServingEnv(gym.Env):
     # --- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self.trace = make_trace(
-            self._episode_load(), self.np_random, self.runtime.episode_steps * self.period_s
-        )
+        self.trace = make_trace(self.runtime, self.np_random, self.runtime.episode_steps * self.period_s)
         n = len(self.trace.arrival_s)
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
@@ -211,14 +207,6 @@ class ServingEnv(gym.Env):
         self.p95 = (0.0, 0.0)
         self.window = {"energy_j": 0.0, "prefill_s": 0.0, "decode_s": 0.0}
         return self._observation(), self._info(np.zeros(0, dtype=np.int64), 0)
-
-    def _episode_load(self) -> RuntimeConfig:
-        """The next episode's workload; a training env's arrival rate x U(train_load_min, max)."""
-        rt = self.runtime
-        if not self.training or (rt.train_load_min, rt.train_load_max) == (1.0, 1.0):
-            return rt
-        scale = float(self.np_random.uniform(rt.train_load_min, rt.train_load_max))
-        return dataclasses.replace(rt, arrival_rate_rps=rt.arrival_rate_rps * scale)
 
     def step(self, action):
         assert self.trace is not None, "call reset() first"

@@ -73,7 +73,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     try:
         started = time.monotonic()
         with progress(console, "PPO", rt.ppo_timesteps * len(train_seeds), log) as update:
-            make_env = lambda: ServingEnv(rt, sla, rt.served, cal, **weights, training=True)  # noqa: E731
+            make_env = lambda: ServingEnv(rt, sla, rt.served, cal, **weights)  # noqa: E731
             models = train_ppo_seeds(
                 make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update, hyperparameters(rt)
             )
