@@ -91,6 +91,29 @@ def test_ppo_trains_the_same_policy_as_sb3_with_torch_s_argument_checks_on():
         assert torch.equal(a, b)
 
 
+def test_a_normalised_ppo_acts_on_observations_scaled_by_the_statistics_it_trained_with():
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    model = train_ppo(lambda: make_env(episode_steps=12), 960, seed=3, normalize=True)
+    scaler = model.get_env()
+    assert isinstance(scaler, VecNormalize) and scaler.norm_reward and not scaler.training
+    assert scaler.gamma == 0.95  # runtime.ppo_gamma's default: the rewards' scale is that return's
+    assert scaler.obs_rms.count > 960  # every training step updated the statistics
+    env = make_env(episode_steps=12)
+    policy = PPOPolicy(model)
+    obs, info = env.reset(seed=5)
+    policy.reset(env)
+    for _ in range(6):
+        scaled, _ = model.predict(scaler.normalize_obs(obs), deterministic=True)
+        raw, _ = model.predict(obs, deterministic=True)
+        assert np.array_equal(policy.act(obs, info), scaled)
+        obs, _, _, _, info = env.step(raw)
+    assert not np.allclose(scaler.normalize_obs(obs), obs)  # the scaling is not the identity
+    plain = PPOPolicy(train_ppo(lambda: make_env(episode_steps=12), 480, seed=3))
+    plain.reset(env)
+    assert plain.scale is None  # without normalize, observations go in as they are
+
+
 @pytest.mark.slow
 def test_a_short_ppo_run_beats_a_random_policy():
     env = make_env(arrival_rate_rps=2.0, episode_steps=24)

@@ -102,11 +102,14 @@ class RunConfig(_Checked):
                 "range or clock profiles to control; allowed: hardware@runtime.served=h200 or h100"
             )
         rt = self.runtime
-        if self.stage == "hrl" and (rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout"):
+        if self.stage == "hrl" and (
+            rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout" or rt.ppo_normalize
+        ):
             raise ConfigError(
                 f"stage=hrl trains one PPO model per arm on one env and reports on the held-out episodes: "
-                f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on} "
-                "are stage=runtime's (model=m4); allowed here: 1, 1, heldout"
+                f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on}, "
+                f"ppo_normalize={rt.ppo_normalize} are stage=runtime's (model=m4); "
+                "allowed here: 1, 1, heldout, false"
             )
         nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
         if nvml and self.hardware.name != served.name:

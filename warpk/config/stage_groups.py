@@ -118,6 +118,9 @@ class RuntimeConfig(_Checked):
     ppo_ent_coef: float = number(0.01, 0.0, 1.0)
     ppo_gamma: float = number(0.95, 0.0, 1.0)  # ~20 control periods ahead at 0.95
     ppo_n_epochs: int = number(8, 1, 1000)
+    # observations and rewards scaled by running statistics while PPO trains (sb3 VecNormalize);
+    # stage=runtime only: stage=hrl's M4 and M5 train without it (conf/model/m5.yaml sets false)
+    ppo_normalize: bool = True
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
     actuator: str = one_of("simulated", "simulated", "nvml")
     nvml_opt_in: bool = False  # actuator=nvml changes the GPU's power limit and clocks: say so here

@@ -61,11 +61,14 @@ def train_ppo(
     envs: int = 1,
     progress: Callable[[int], None] | None = None,
     hyper: dict | None = None,
+    normalize: bool = False,
 ):
-    """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`."""
+    """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`;
+    `normalize` (runtime.ppo_normalize): observations and rewards scaled by running statistics
+    (sb3's VecNormalize; a late request's penalty is ~100x a step's energy term otherwise)."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     class _Progress(BaseCallback):
         def _on_rollout_end(self) -> None:  # once per rollout, not per step: a bar redraw costs
@@ -75,7 +78,10 @@ def train_ppo(
         def _on_step(self) -> bool:
             return True
 
-    env = make_env() if envs == 1 else DummyVecEnv([make_env] * envs)
+    hyper = hyperparameters(RuntimeConfig()) if hyper is None else hyper
+    env = make_env() if envs == 1 and not normalize else DummyVecEnv([make_env] * envs)
+    if normalize:  # the rewards' scale is their discounted return's, at PPO's own gamma
+        env = VecNormalize(env, gamma=hyper["gamma"])
     model = new_ppo(env, seed, timesteps, hyper)
     # torch.distributions' argument checks cost ~12% of a run and never fire on sb3's own tensors;
     # they use no random numbers, so the trained policy is the same with or without them
@@ -85,6 +91,8 @@ def train_ppo(
         model.learn(total_timesteps=timesteps, callback=_Progress())
     finally:
         torch.distributions.Distribution.set_default_validate_args(validate)
+    if normalize:
+        model.get_env().training = False  # PPOPolicy applies the observation statistics as they ended
     if progress is not None:
         progress(timesteps)
     return model
@@ -107,6 +115,7 @@ def train_ppo_seeds(
     envs: int = 1,
     progress: Callable[[int, str], None] | None = None,
     hyper: dict | None = None,
+    normalize: bool = False,
 ) -> dict[int, object]:
     """One PPO model per training seed (`train_ppo` each, one after another); `progress(done,
     note)` counts the steps of all of them."""
@@ -117,22 +126,24 @@ def train_ppo_seeds(
             if progress is not None:
                 progress(before + n, f"training seed {seed}: {n // envs} steps per env copy")
 
-        models[seed] = train_ppo(make_env, timesteps, seed, envs, update, hyper)
+        models[seed] = train_ppo(make_env, timesteps, seed, envs, update, hyper, normalize)
     return models
 
 
 @dataclass
 class PPOPolicy:
-    """A trained PPO model acting deterministically (the mode of its action distribution)."""
+    """A trained PPO model acting deterministically (the mode of its action distribution), on
+    observations scaled as in training when it trained under VecNormalize."""
 
     model: object
     name: str = "M4 PPO"
 
     def reset(self, env: ServingEnv) -> None:
-        pass
+        scaler = self.model.get_env()
+        self.scale = getattr(scaler, "normalize_obs", None) if hasattr(scaler, "obs_rms") else None
 
     def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
-        action, _ = self.model.predict(obs, deterministic=True)
+        action, _ = self.model.predict(obs if self.scale is None else self.scale(obs), deterministic=True)
         return np.asarray(action, dtype=np.int64)
 
 

@@ -74,9 +74,8 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         started = time.monotonic()
         with progress(console, "PPO", rt.ppo_timesteps * len(train_seeds), log) as update:
             make_env = lambda: ServingEnv(rt, sla, rt.served, cal, **weights)  # noqa: E731
-            models = train_ppo_seeds(
-                make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update, hyperparameters(rt)
-            )
+            models = train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update,
+                                     hyperparameters(rt), rt.ppo_normalize)  # fmt: skip
         train_s = time.monotonic() - started
         log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps, "ppo/train_seeds": len(train_seeds)})
         with console.status("baselines: the statics' grids"):
