@@ -101,6 +101,7 @@ def curves(run_dir: Path) -> dict[str, list]:
 
 
 def common_overrides(seed: int, extra: list[str]) -> list[str]:
+    """The overrides every job of a seed shares: policy, CPU, seed, the six tasks, the user's."""
     return ["policy=small", "hardware=cpu", f"seed={seed}", f"tasks.subset=[{','.join(TASKS)}]", *extra]
 
 
@@ -174,9 +175,12 @@ def interval(values: list[float]) -> dict:
     return {"mean": iv.estimate, "low": iv.low, "high": iv.high, "n": iv.n, "note": iv.reason}
 
 
-def summarise(seeds: list[dict]) -> dict:
+def summarise(seeds: list[dict], shared_m0: bool = False) -> dict:
+    """Per metric: both arms' intervals over seeds and the paired difference. With one shared M0
+    (`--m0-seed`) its held-out figure is one measurement, not a spread: that metric is left out."""
     out = {}
-    for metric in ("reward", "correct_rate", "heldout_correct_rate"):
+    metrics = ("reward", "correct_rate") if shared_m0 else ("reward", "correct_rate", "heldout_correct_rate")
+    for metric in metrics:
         m0 = [s["m0"][metric] for s in seeds]
         m1 = [s["m1"][metric] for s in seeds]
         if None in m0 or None in m1:
@@ -201,6 +205,17 @@ def _fmt(iv: dict) -> str:
     return f"{iv['mean']:.3f} [{iv['low']:.3f}, {iv['high']:.3f}]"
 
 
+def design_line(meta: dict) -> str:
+    if meta.get("m0_seed") is None:
+        return "Design: one M0 per seed (SFT, M0 evaluation and GRPO all drawn from the seed)."
+    sft = f"{meta['m0_train_s']:.0f} s" if meta["m0_train_s"] else "reused from --m0-from"
+    return (
+        f"Design: ONE M0 (SFT with seed {meta['m0_seed']}, {sft}) for every seed; a seed draws GRPO's "
+        "stream and both evaluations' samples, so M0's interval is its evaluation noise only. Its "
+        "held-out figure is one measurement (no interval)."
+    )
+
+
 def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
     lines = [
         f"# Learning benchmark ({meta['date']}, {meta['machine']})",
@@ -210,13 +225,7 @@ def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
         f"policy=small (train=small_cpu), tasks {', '.join(TASKS)}; {meta['k']} samples per task per "
         "evaluation; reward = reward=kernel's total. Energy is not used (CPU).",
         "",
-        (
-            "Design: one M0 per seed (SFT, M0 evaluation and GRPO all drawn from the seed)."
-            if meta.get("m0_seed") is None
-            else f"Design: ONE M0 (SFT with seed {meta['m0_seed']}, {meta['m0_train_s']:.0f} s) for "
-            "every seed; a seed draws GRPO's stream and both evaluations' samples, so M0's interval is its "
-            "evaluation noise only."
-        ),
+        design_line(meta),
         "",
         "| seed | M0 reward | M0 correct | M1 reward | M1 correct | M0 held-out correct "
         "| M1 held-out correct | wall s |",
@@ -264,20 +273,22 @@ def figure(seeds: list[dict], summary: dict, path: Path) -> None:
         (axes[0], "reward", "mean train reward"),
         (axes[1], "correct_rate", "correct rate"),
     ):
-        curves_by_seed = [smoothed(s["m1_curves"][metric]) for s in seeds if s["m1_curves"]["step"]]
-        steps = next((s["m1_curves"]["step"] for s in seeds if s["m1_curves"]["step"]), [])
-        for curve in curves_by_seed:
-            ax.plot(steps[: len(curve)], curve, color="C0", alpha=0.25, linewidth=1)
-        if curves_by_seed:
-            n = min(len(c) for c in curves_by_seed)
-            mean = [sum(c[i] for c in curves_by_seed) / len(curves_by_seed) for i in range(n)]
-            note = f"M1 GRPO samples, mean of {len(curves_by_seed)} seeds ({SMOOTH_STEPS}-step mean)"
-            ax.plot(steps[:n], mean, color="C0", linewidth=2.2, label=note)
+        curves = [  # per seed: {step: smoothed value}
+            dict(zip(s["m1_curves"]["step"], smoothed(s["m1_curves"][metric]), strict=True)) for s in seeds
+        ]
+        curves = [c for c in curves if c]
+        for curve in curves:
+            ax.plot(list(curve), list(curve.values()), color="C0", alpha=0.25, linewidth=1)
+        common = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+        if common:
+            mean = [sum(c[step] for c in curves) / len(curves) for step in common]
+            note = f"M1 GRPO samples, mean of {len(curves)} seeds ({SMOOTH_STEPS}-step mean)"
+            ax.plot(common, mean, color="C0", linewidth=2.2, label=note)
         for arm, color in (("m0", "C3"), ("m1", "C2")):
             iv = summary.get(metric, {}).get(arm)
             if iv is None:
                 continue
-            note = f"{arm.upper()} evaluated ({seeds[0]['m0']['n']} samples a seed): mean, 95% t"
+            note = f"{arm.upper()} evaluated ({seeds[0][arm]['n']} samples a seed): mean, 95% t"
             ax.axhline(iv["mean"], color=color, linestyle="--", linewidth=1.5, label=note)
             if iv["low"] is not None:
                 ax.axhspan(iv["low"], iv["high"], color=color, alpha=0.15)
@@ -327,7 +338,7 @@ def main() -> None:
         "tasks": TASKS,
         "wall_s": time.perf_counter() - start,
     }
-    summary = summarise(seeds)
+    summary = summarise(seeds, shared_m0 is not None)
     (args.out / "bench_learning.json").write_text(
         json.dumps({"meta": meta, "seeds": seeds, "summary": summary}, indent=2)
     )

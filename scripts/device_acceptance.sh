@@ -46,6 +46,8 @@ case "$1" in
         python -c "import pandas" 2>/dev/null || pip install --quiet --no-deps --target "$SITE" .carry/pandas-*.whl
     fi
     m0_from=; [ -d .carry/m0 ] && m0_from="--m0-from .carry/m0"
+    [ -n "${M0_SEED:-}" ] && [ -z "$m0_from" ] && {
+        echo "learning: M0_SEED needs .carry/m0 (an --m0-only --m0-seed run's --out), so that every job shares one M0"; exit 2; }
     mkdir -p "$OUT/learn"; slot=0; IFS='|' read -ra recipes <<< "${RECIPES:?RECIPES=name:overrides|...}"
     want=$(( ${#recipes[@]} * $(wc -w <<< "${SEEDS:-1}") * ${CORES_PER_JOB:-2} ))
     [ "$want" -le "$(nproc)" ] || { echo "learning: $want cores asked, $(nproc) here"; exit 2; }

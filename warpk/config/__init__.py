@@ -108,7 +108,7 @@ class RunConfig(_Checked):
             raise ConfigError(
                 f"stage=hrl trains one PPO model per arm on one env and reports on the held-out episodes: "
                 f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on}, "
-                f"ppo_normalize={rt.ppo_normalize} are stage=runtime's (model=m4); "
+                f"ppo_normalize={str(rt.ppo_normalize).lower()} are stage=runtime's (model=m4); "
                 "allowed here: 1, 1, heldout, false"
             )
         nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator

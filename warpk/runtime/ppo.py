@@ -7,6 +7,9 @@ evaluation trace is trained on. The tunable hyper-parameters are runtime.ppo_* (
 Torch runs on the CPU with one thread: the MLP is tiny and the simulator is the cost. With several
 copies a rollout holds 480 // copies steps of each (all 480 when the count divides 480, e.g. 4
 copies: 120 each), and the policy runs once per step of all copies, not once per copy.
+With runtime.ppo_normalize, observations and rewards are scaled by running statistics while PPO
+trains (sb3's VecNormalize, its default clipping at 10 standard deviations kept); the statistics
+freeze at the end and `PPOPolicy` scales what it observes by them.
 
 Non-goals: no hyperparameter search here (benchmarks/tune_runtime.py); no recurrent policy.
 """
@@ -14,7 +17,7 @@ Non-goals: no hyperparameter search here (benchmarks/tune_runtime.py); no recurr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -130,6 +133,15 @@ def train_ppo_seeds(
     return models
 
 
+def train_for_run(
+    config: RunConfig, make_env: Callable[[], ServingEnv], progress: Callable[[int, str], None] | None = None
+) -> dict[int, object]:
+    """The PPO models of a stage=runtime run, one per training seed, as its runtime.ppo_* keys say."""
+    rt = config.runtime
+    return train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds_of(config), rt.ppo_envs, progress,
+                           hyperparameters(rt), rt.ppo_normalize)  # fmt: skip
+
+
 @dataclass
 class PPOPolicy:
     """A trained PPO model acting deterministically (the mode of its action distribution), on
@@ -137,10 +149,13 @@ class PPOPolicy:
 
     model: object
     name: str = "M4 PPO"
+    scale: Callable[[np.ndarray], np.ndarray] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:  # the frozen VecNormalize statistics, when it trained under them
+        self.scale = getattr(self.model.get_env(), "normalize_obs", None)
 
     def reset(self, env: ServingEnv) -> None:
-        scaler = self.model.get_env()
-        self.scale = getattr(scaler, "normalize_obs", None) if hasattr(scaler, "obs_rms") else None
+        pass
 
     def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
         action, _ = self.model.predict(obs if self.scale is None else self.scale(obs), deterministic=True)

@@ -41,7 +41,7 @@ from warpk.runtime.actuators import actuator_for
 from warpk.runtime.calibration import heldout_error
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
-from warpk.runtime.ppo import PPOPolicy, RandomPolicy, hyperparameters, train_ppo_seeds, train_seeds_of
+from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_for_run, train_seeds_of
 from warpk.runtime.results import (
     run_policies,
     run_summary,
@@ -73,11 +73,11 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     try:
         started = time.monotonic()
         with progress(console, "PPO", rt.ppo_timesteps * len(train_seeds), log) as update:
-            make_env = lambda: ServingEnv(rt, sla, rt.served, cal, **weights)  # noqa: E731
-            models = train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds, rt.ppo_envs, update,
-                                     hyperparameters(rt), rt.ppo_normalize)  # fmt: skip
+            models = train_for_run(config, lambda: ServingEnv(rt, sla, rt.served, cal, **weights), update)
         train_s = time.monotonic() - started
-        log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps, "ppo/train_seeds": len(train_seeds)})
+        normalized = all(PPOPolicy(m).scale is not None for m in models.values())  # as trained, not as asked
+        log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps, "ppo/train_seeds": len(train_seeds),
+             "ppo/normalized": normalized})  # fmt: skip
         with console.status("baselines: the statics' grids"):
             actions = {share: future.result() for share, future in grids.items()}
     finally:  # a failure cancels the grids not yet started instead of waiting for them
