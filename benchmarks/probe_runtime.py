@@ -10,7 +10,8 @@ is `python -m warpk model=m4 sla=... runtime.ppo_seeds=3` (docs/runtime.md, sect
 
 Variants: plain (PPO without normalisation), sampled (plain, acting by sampling instead of its mode),
 cap700 (plain, action = clock x concurrency at the 700 W cap), load (plain, each training episode's
-arrival rate x U(0.75, 1.5)), normalised (observations and rewards: runtime.ppo_normalize).
+arrival rate x U(0.75, 1.5)), normalised (observations and rewards: runtime.ppo_normalize),
+normalised-cap700 (both).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # 
 from warpk.runtime.evaluation import evaluate, tuning_seeds_of  # noqa: E402
 from warpk.runtime.ppo import PPOPolicy, hyperparameters, train_ppo  # noqa: E402
 
-VARIANTS = ("plain", "sampled", "cap700", "load", "normalised")
+VARIANTS = ("plain", "sampled", "cap700", "load", "normalised", "normalised-cap700")
 LOAD_RANGE = (0.75, 1.5)
 
 
@@ -103,16 +104,17 @@ def main() -> None:
     env = ServingEnv(rt, sla, rt.served, cal, **weights)
     kind = LoadRange if args.variant == "load" else ServingEnv
     make = lambda: kind(rt, sla, rt.served, cal, **weights)  # noqa: E731
-    if args.variant == "cap700":
+    fixed_cap = args.variant.endswith("cap700")
+    if fixed_cap:
         make = lambda: cap700(ServingEnv(rt, sla, rt.served, cal, **weights))  # noqa: E731
     started = time.monotonic()
-    normalize = args.variant == "normalised"
+    normalize = args.variant.startswith("normalised")
     model = train_ppo(make, rt.ppo_timesteps, config.seed, rt.ppo_envs, None, hyperparameters(rt), normalize)
     print(f"{args.variant}: PPO trained in {time.monotonic() - started:.0f} s", flush=True)
     seeds = tuning_seeds_of(config)
     show("static max", evaluate(env, baselines.static_max(env), seeds))
     show("slo-slack feedback", evaluate(env, baselines.SloSlackController(), seeds))
-    probe = Probe(model, sample=args.variant == "sampled", fixed_cap=args.variant == "cap700")
+    probe = Probe(model, sample=args.variant == "sampled", fixed_cap=fixed_cap)
     show(f"PPO {args.variant}", evaluate(env, probe, seeds))
     print("most used settings:", probe.used.most_common(6))
 
