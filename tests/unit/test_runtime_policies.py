@@ -212,6 +212,9 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     assert rows["runtime/m4_ppo/energy_per_request_j"] == pytest.approx(ppo["energy_per_request_j"])
     # runtime.ppo_normalize's default reached training: every model trained under VecNormalize
     assert [v for k, v in rows.items() if k.endswith("ppo/normalized")] == [True]
+    # runtime.ppo_select_episodes' default reached training: a checkpoint was kept per training seed
+    assert "PPO checkpoints kept, on the selection episodes: seed 0: step " in result.stdout
+    assert {k.rsplit("/", 1)[-1] for k in rows if "ppo/selected_timesteps/" in k} == {"0", "1000"}
 
 
 def test_the_goal_over_training_seeds_holds_only_when_it_holds_on_each():

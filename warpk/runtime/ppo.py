@@ -23,6 +23,7 @@ import numpy as np
 
 from warpk.config import RunConfig, RuntimeConfig
 from warpk.runtime.env import ServingEnv
+from warpk.runtime.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
 
 # PPO's fixed settings: a rollout is 10 episodes of 48 steps at the defaults. The tunable ones
 # (learning rate, entropy coefficient, gamma, epochs) come from runtime.ppo_* (hyperparameters).
@@ -65,18 +66,27 @@ def train_ppo(
     progress: Callable[[int], None] | None = None,
     hyper: dict | None = None,
     normalize: bool = False,
+    select_seeds: tuple[int, ...] = (),
 ):
     """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`;
     `normalize` (runtime.ppo_normalize): observations and rewards scaled by running statistics
-    (sb3's VecNormalize; a late request's penalty is ~100x a step's energy term otherwise)."""
+    (sb3's VecNormalize; a late request's penalty is ~100x a step's energy term otherwise).
+    `select_seeds` (runtime.ppo_select_episodes): the model returned is the best checkpoint on those
+    episodes (runtime/selection.py), with the `Selection` as `model.selection`; () keeps the last policy."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    selection = Selection(make_env(), select_seeds) if select_seeds else None
 
     class _Progress(BaseCallback):
         def _on_rollout_end(self) -> None:  # once per rollout, not per step: a bar redraw costs
             if progress is not None:
                 progress(min(self.num_timesteps, timesteps))
+            rollouts = self.num_timesteps // self.model.n_steps // self.model.n_envs
+            checkpoint = rollouts % SELECT_EVERY_ROLLOUTS == 0 and self.num_timesteps < timesteps
+            if selection is not None and checkpoint:  # the trained policy is considered after learn()
+                selection.consider(self.model, self.num_timesteps)
 
         def _on_step(self) -> bool:
             return True
@@ -96,6 +106,10 @@ def train_ppo(
         torch.distributions.Distribution.set_default_validate_args(validate)
     if normalize:
         model.get_env().training = False  # PPOPolicy applies the observation statistics as they ended
+    if selection is not None:
+        selection.consider(model, model.num_timesteps)
+        selection.restore(model)
+        model.selection = selection  # the checkpoints considered and the one kept (best)
     if progress is not None:
         progress(timesteps)
     return model
@@ -119,6 +133,7 @@ def train_ppo_seeds(
     progress: Callable[[int, str], None] | None = None,
     hyper: dict | None = None,
     normalize: bool = False,
+    select_seeds: tuple[int, ...] = (),
 ) -> dict[int, object]:
     """One PPO model per training seed (`train_ppo` each, one after another); `progress(done,
     note)` counts the steps of all of them."""
@@ -129,7 +144,7 @@ def train_ppo_seeds(
             if progress is not None:
                 progress(before + n, f"training seed {seed}: {n // envs} steps per env copy")
 
-        models[seed] = train_ppo(make_env, timesteps, seed, envs, update, hyper, normalize)
+        models[seed] = train_ppo(make_env, timesteps, seed, envs, update, hyper, normalize, select_seeds)
     return models
 
 
@@ -139,7 +154,7 @@ def train_for_run(
     """The PPO models of a stage=runtime run, one per training seed, as its runtime.ppo_* keys say."""
     rt = config.runtime
     return train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds_of(config), rt.ppo_envs, progress,
-                           hyperparameters(rt), rt.ppo_normalize)  # fmt: skip
+                           hyperparameters(rt), rt.ppo_normalize, selection_seeds(config))  # fmt: skip
 
 
 @dataclass

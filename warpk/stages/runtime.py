@@ -2,10 +2,10 @@
 
     python -m warpk stage=runtime model=m4 sla=mixed
 
-1. Load the calibration file (`runtime.calibration`, measured on the GPU; a test fixture is
-   refused) and report the cost fit's error on held-out measured points.
-2. Build `ServingEnv` for `hardware@runtime.served` (its cap range and clock profiles) and the `sla` regime.
-3. Train PPO for `runtime.ppo_timesteps` control steps on training episodes.
+1. Load `runtime.calibration` (measured on the GPU; a test fixture is refused), report the cost
+   fit's error on held-out measured points; build `ServingEnv` for `hardware@runtime.served`.
+3. Train PPO for `runtime.ppo_timesteps` control steps on training episodes; keep its best
+   checkpoint on `runtime.ppo_select_episodes` selection episodes (warpk.runtime.selection).
 4. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
    oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
@@ -19,9 +19,8 @@
    in one spawned worker process while PPO trains (shorter with a spare core, longer on one).
 
 Every figure is SIMULATED (measured cost fit + MODELLED cap/clock effect); the table says so.
-With runtime.actuator=nvml (and runtime.nvml_opt_in=true) the PPO policy's settings are also
-applied to the real GPU during its evaluation episodes and restored afterwards; the reported
-numbers stay simulated.
+With runtime.actuator=nvml (and runtime.nvml_opt_in=true) PPO's settings are also applied to the
+real GPU during its evaluation episodes and restored afterwards; the numbers stay simulated.
 
 Non-goals: M5 (stage=hrl).
 """
@@ -49,6 +48,7 @@ from warpk.runtime.results import (
     train_seeds_section,
     verdict_line,
 )
+from warpk.runtime.selection import selection_summary
 from warpk.runtime.sensitivity import start_static_grids
 from warpk.tables import to_markdown, to_rich
 
@@ -76,8 +76,10 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
             models = train_for_run(config, lambda: ServingEnv(rt, sla, rt.served, cal, **weights), update)
         train_s = time.monotonic() - started
         normalized = all(PPOPolicy(m).scale is not None for m in models.values())  # as trained, not as asked
+        note, selected = selection_summary(models)
         log({"ppo/train_s": train_s, "ppo/timesteps": rt.ppo_timesteps, "ppo/train_seeds": len(train_seeds),
-             "ppo/normalized": normalized})  # fmt: skip
+             "ppo/normalized": normalized, **selected})  # fmt: skip
+        console.print(note)
         with console.status("baselines: the statics' grids"):
             actions = {share: future.result() for share, future in grids.items()}
     finally:  # a failure cancels the grids not yet started instead of waiting for them

@@ -1,0 +1,42 @@
+"""M4's checkpoint selection: the order of checkpoints, and the chosen one put back into the model."""
+
+import numpy as np
+import torch
+
+from tests.unit.test_runtime_env import make_env
+from warpk.runtime import ppo
+from warpk.runtime.evaluation import evaluate
+from warpk.runtime.selection import Checkpoint
+
+
+def test_the_cheapest_checkpoint_at_static_max_attainment_wins_else_the_most_attaining():
+    at_max_cheap, at_max_dear = Checkpoint(1, 80.0, 0.990, 0.990), Checkpoint(2, 120.0, 0.995, 0.990)
+    short_cheap, short_dear = Checkpoint(3, 60.0, 0.989, 0.990), Checkpoint(4, 90.0, 0.989, 0.990)
+    lower = Checkpoint(5, 50.0, 0.950, 0.990)
+    assert at_max_cheap.meets_static_max and not short_cheap.meets_static_max
+    assert at_max_cheap.better_than(at_max_dear) and not at_max_dear.better_than(at_max_cheap)
+    assert at_max_dear.better_than(short_cheap)  # meeting static max beats any saving below it
+    assert short_cheap.better_than(short_dear) and short_cheap.better_than(lower)
+    assert lower.better_than(None)
+
+
+def test_the_model_returned_is_the_chosen_checkpoint_with_its_own_statistics(monkeypatch):
+    seeds = (31, 32)
+    monkeypatch.setattr(ppo, "SELECT_EVERY_ROLLOUTS", 1)  # a checkpoint every rollout of 480 steps
+    monkeypatch.setattr(Checkpoint, "better_than", lambda self, other: other is None)  # keep the first
+    make = lambda: make_env(episode_steps=12)  # noqa: E731
+    chosen = ppo.train_ppo(make, 1440, seed=3, normalize=True, select_seeds=seeds)
+    last = ppo.train_ppo(make, 1440, seed=3, normalize=True)
+    assert [c.timesteps for c in chosen.selection.considered] == [480, 960, 1440]  # the last: trained
+    assert chosen.selection.best.timesteps == 480
+    # the weights are the first checkpoint's (before any update: the initial policy), not the last
+    initial = ppo.new_ppo(make_env(episode_steps=12), 3, 1440)
+    for a, b in zip(chosen.policy.parameters(), initial.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    pairs = zip(chosen.policy.parameters(), last.policy.parameters(), strict=True)
+    assert any(not torch.equal(a, c) for a, c in pairs)
+    # ... with the observation statistics of that moment, frozen for evaluation
+    assert chosen.get_env().obs_rms.count < last.get_env().obs_rms.count
+    again = evaluate(make_env(episode_steps=12), ppo.PPOPolicy(chosen), list(seeds))
+    assert np.mean([r.sla_attainment for r in again]) == chosen.selection.best.sla_attainment
+    assert np.mean([r.energy_per_request_j for r in again]) == chosen.selection.best.energy_per_request_j

@@ -1,0 +1,108 @@
+"""Checkpoint selection for M4's PPO on selection episodes (runtime.ppo_select_episodes).
+
+PPO's last policy is not its best: across training seeds it ends anywhere from static max's SLA
+attainment to 0.1 below it (docs/runtime.md, section 5). So while it trains, every
+`SELECT_EVERY_ROLLOUTS` rollouts (and at the end) the deterministic policy is run on a fixed set
+of selection episodes, and the checkpoint kept is the cheapest one (J/request) whose attainment
+there is at least static max's on the same episodes; when none is, the one with the highest
+attainment. Selection episodes are their own seed family: never trained on, never the tuning
+episodes the baselines' sweeps look at, never the held-out ones (evaluation.py).
+
+Non-goals: no early stopping (training runs its budget); no selection against the oracle static
+(static max's attainment is the stricter bar and needs no sweep).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from warpk.config import RunConfig
+from warpk.runtime.baselines import static_max
+from warpk.runtime.env import ServingEnv
+from warpk.runtime.evaluation import run_episode
+
+SELECT_EVERY_ROLLOUTS = 10  # 20 checkpoints in M4's 100k steps (rollouts of 480), plus the last
+SELECTION_SEED_BASE = 3_000_000  # held-out episodes are 1,000,000+, tuning ones 2,000,000+
+
+
+def selection_seeds(config: RunConfig) -> tuple[int, ...]:
+    """The runtime.ppo_select_episodes episodes of a run (shared by its training seeds)."""
+    base = SELECTION_SEED_BASE + 1000 * config.seed
+    return tuple(base + i for i in range(config.runtime.ppo_select_episodes))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One policy's mean over the selection episodes, and static max's attainment there."""
+
+    timesteps: int
+    energy_per_request_j: float
+    sla_attainment: float
+    static_max_attainment: float
+
+    @property
+    def meets_static_max(self) -> bool:
+        return self.sla_attainment >= self.static_max_attainment
+
+    def better_than(self, other: Checkpoint | None) -> bool:
+        if other is None:
+            return True
+        if self.meets_static_max != other.meets_static_max:
+            return self.meets_static_max
+        if self.meets_static_max:
+            return self.energy_per_request_j < other.energy_per_request_j
+        mine = (self.sla_attainment, -self.energy_per_request_j)
+        return mine > (other.sla_attainment, -other.energy_per_request_j)
+
+
+class Selection:
+    """The best checkpoint so far of one PPO model (its weights and, when normalised, its
+    observation statistics); `restore` puts it back into the model at the end of training."""
+
+    def __init__(self, env: ServingEnv, seeds: tuple[int, ...]):
+        self.env, self.seeds = env, seeds
+        self.static_max_attainment = self._mean(static_max(env))[1]
+        self.best: Checkpoint | None = None
+        self.considered: list[Checkpoint] = []
+        self._state: tuple[dict, object] | None = None
+
+    def _mean(self, policy) -> tuple[float, float]:
+        results = [run_episode(self.env, policy, seed) for seed in self.seeds]
+        return (float(np.mean([r.energy_per_request_j for r in results])),
+                float(np.mean([r.sla_attainment for r in results])))  # fmt: skip
+
+    def consider(self, model, timesteps: int) -> None:
+        from warpk.runtime.ppo import PPOPolicy  # ppo.py imports this module
+
+        energy_j, attainment = self._mean(PPOPolicy(model))
+        checkpoint = Checkpoint(timesteps, energy_j, attainment, self.static_max_attainment)
+        self.considered.append(checkpoint)
+        if checkpoint.better_than(self.best):
+            obs_rms = getattr(model.get_env(), "obs_rms", None)
+            self.best = checkpoint
+            self._state = (copy.deepcopy(model.policy.state_dict()), copy.deepcopy(obs_rms))
+
+    def restore(self, model) -> Checkpoint:
+        """Load the best checkpoint into `model` (its policy and observation statistics); return it."""
+        if self.best is None or self._state is None:
+            raise RuntimeError("no checkpoint was considered: consider() runs at least once, after training")
+        weights, obs_rms = self._state
+        model.policy.load_state_dict(weights)
+        if obs_rms is not None:
+            model.get_env().obs_rms = obs_rms
+        return self.best
+
+
+def selection_summary(models: dict[int, object]) -> tuple[str, dict]:
+    """A line on the checkpoints kept per training seed, and their W&B metrics ({} without selection)."""
+    chosen = {seed: m.selection.best for seed, m in models.items() if getattr(m, "selection", None)}
+    if not chosen:
+        return "PPO: the policy as training ended (runtime.ppo_select_episodes=0)", {}
+    parts = [f"seed {seed}: step {c.timesteps}, attainment {c.sla_attainment:.3f} vs static max "
+             f"{c.static_max_attainment:.3f}, {c.energy_per_request_j:.1f} J/request"
+             for seed, c in chosen.items()]  # fmt: skip
+    metrics = {f"ppo/selected_timesteps/{seed}": c.timesteps for seed, c in chosen.items()}
+    return "PPO checkpoints kept, on the selection episodes: " + "; ".join(parts), metrics
