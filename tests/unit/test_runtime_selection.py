@@ -10,10 +10,12 @@ from warpk.runtime.selection import Checkpoint
 
 
 def test_the_cheapest_checkpoint_at_static_max_attainment_wins_else_the_most_attaining():
-    at_max_cheap, at_max_dear = Checkpoint(1, 80.0, 0.990, 0.990), Checkpoint(2, 120.0, 0.995, 0.990)
-    short_cheap, short_dear = Checkpoint(3, 60.0, 0.989, 0.990), Checkpoint(4, 90.0, 0.989, 0.990)
-    lower = Checkpoint(5, 50.0, 0.950, 0.990)
+    at_max_cheap, at_max_dear = Checkpoint(1, 80.0, 0.990, 0.990, 0), Checkpoint(2, 120.0, 0.995, 0.990, 0)
+    short_cheap, short_dear = Checkpoint(3, 60.0, 0.989, 0.990, 1), Checkpoint(4, 90.0, 0.989, 0.990, 2)
+    lower = Checkpoint(5, 50.0, 0.950, 0.990, 1)
+    above_on_mean = Checkpoint(6, 40.0, 0.999, 0.990, 1)  # above static max on the mean, below on one episode
     assert at_max_cheap.meets_static_max and not short_cheap.meets_static_max
+    assert not above_on_mean.meets_static_max and at_max_dear.better_than(above_on_mean)
     assert at_max_cheap.better_than(at_max_dear) and not at_max_dear.better_than(at_max_cheap)
     assert at_max_dear.better_than(short_cheap)  # meeting static max beats any saving below it
     assert short_cheap.better_than(short_dear) and short_cheap.better_than(lower)

@@ -4,9 +4,12 @@ PPO's last policy is not its best: across training seeds it ends anywhere from s
 attainment to 0.1 below it (docs/runtime.md, section 5). So while it trains, every
 `SELECT_EVERY_ROLLOUTS` rollouts (and at the end) the deterministic policy is run on a fixed set
 of selection episodes, and the checkpoint kept is the cheapest one (J/request) whose attainment
-there is at least static max's on the same episodes; when none is, the one with the highest
-attainment. Selection episodes are their own seed family: never trained on, never the tuning
-episodes the baselines' sweeps look at, never the held-out ones (evaluation.py).
+is at least static max's on every one of those episodes; when none is, the one with the highest
+mean attainment. Per episode, not on the mean: most episodes have no burst that static max
+misses requests in, every checkpoint ties there, and on the mean the cheapest tie would be one
+that fails the rare hard episode (it did, with 8 episodes: throughput -0.067 on the tuning ones).
+Selection episodes are their own seed family: never trained on, never the tuning episodes the
+baselines' sweeps look at, never the held-out ones (evaluation.py).
 
 Non-goals: no early stopping (training runs its budget); no selection against the oracle static
 (static max's attainment is the stricter bar and needs no sweep).
@@ -24,7 +27,7 @@ from warpk.runtime.baselines import static_max
 from warpk.runtime.env import ServingEnv
 from warpk.runtime.evaluation import run_episode
 
-SELECT_EVERY_ROLLOUTS = 10  # 20 checkpoints in M4's 100k steps (rollouts of 480), plus the last
+SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
 SELECTION_SEED_BASE = 3_000_000  # held-out episodes are 1,000,000+, tuning ones 2,000,000+
 
 
@@ -36,16 +39,18 @@ def selection_seeds(config: RunConfig) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One policy's mean over the selection episodes, and static max's attainment there."""
+    """One policy's means over the selection episodes, static max's mean attainment there, and on
+    how many of them the policy's attainment was below static max's."""
 
     timesteps: int
     energy_per_request_j: float
     sla_attainment: float
     static_max_attainment: float
+    episodes_below_static_max: int
 
     @property
     def meets_static_max(self) -> bool:
-        return self.sla_attainment >= self.static_max_attainment
+        return self.episodes_below_static_max == 0
 
     def better_than(self, other: Checkpoint | None) -> bool:
         if other is None:
@@ -64,21 +69,24 @@ class Selection:
 
     def __init__(self, env: ServingEnv, seeds: tuple[int, ...]):
         self.env, self.seeds = env, seeds
-        self.static_max_attainment = self._mean(static_max(env))[1]
+        self.static_max = self._run(static_max(env))
         self.best: Checkpoint | None = None
         self.considered: list[Checkpoint] = []
         self._state: tuple[dict, object] | None = None
 
-    def _mean(self, policy) -> tuple[float, float]:
+    def _run(self, policy) -> tuple[np.ndarray, np.ndarray]:
+        """Energy per request (J) and SLA attainment, one entry per selection episode."""
         results = [run_episode(self.env, policy, seed) for seed in self.seeds]
-        return (float(np.mean([r.energy_per_request_j for r in results])),
-                float(np.mean([r.sla_attainment for r in results])))  # fmt: skip
+        return (np.array([r.energy_per_request_j for r in results]),
+                np.array([r.sla_attainment for r in results]))  # fmt: skip
 
     def consider(self, model, timesteps: int) -> None:
         from warpk.runtime.ppo import PPOPolicy  # ppo.py imports this module
 
-        energy_j, attainment = self._mean(PPOPolicy(model))
-        checkpoint = Checkpoint(timesteps, energy_j, attainment, self.static_max_attainment)
+        energy_j, attainment = self._run(PPOPolicy(model))
+        below = int(np.sum(attainment < self.static_max[1]))
+        checkpoint = Checkpoint(timesteps, float(energy_j.mean()), float(attainment.mean()),
+                                float(self.static_max[1].mean()), below)  # fmt: skip
         self.considered.append(checkpoint)
         if checkpoint.better_than(self.best):
             obs_rms = getattr(model.get_env(), "obs_rms", None)
@@ -102,7 +110,8 @@ def selection_summary(models: dict[int, object]) -> tuple[str, dict]:
     if not chosen:
         return "PPO: the policy as training ended (runtime.ppo_select_episodes=0)", {}
     parts = [f"seed {seed}: step {c.timesteps}, attainment {c.sla_attainment:.3f} vs static max "
-             f"{c.static_max_attainment:.3f}, {c.energy_per_request_j:.1f} J/request"
+             f"{c.static_max_attainment:.3f} (below it on {c.episodes_below_static_max} of the episodes), "
+             f"{c.energy_per_request_j:.1f} J/request"
              for seed, c in chosen.items()]  # fmt: skip
     metrics = {f"ppo/selected_timesteps/{seed}": c.timesteps for seed, c in chosen.items()}
     return "PPO checkpoints kept, on the selection episodes: " + "; ".join(parts), metrics
