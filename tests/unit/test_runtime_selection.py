@@ -29,9 +29,10 @@ def test_the_model_returned_is_the_chosen_checkpoint_with_its_own_statistics(mon
     make = lambda: make_env(episode_steps=12)  # noqa: E731
     chosen = ppo.train_ppo(make, 1440, seed=3, normalize=True, select_seeds=seeds)
     last = ppo.train_ppo(make, 1440, seed=3, normalize=True)
-    assert [c.timesteps for c in chosen.selection.considered] == [480, 960, 1440]  # the last: trained
-    assert chosen.selection.best.timesteps == 480
-    # the weights are the first checkpoint's (before any update: the initial policy), not the last
+    # steps trained on: scored at the end of rollouts 1 and 2 (before their updates), then the last
+    assert [c.timesteps for c in chosen.selection.considered] == [0, 480, 1440]
+    assert chosen.selection.best.timesteps == 0
+    # the weights are the first checkpoint's (the initial policy), not the last
     initial = ppo.new_ppo(make_env(episode_steps=12), 3, 1440)
     for a, b in zip(chosen.policy.parameters(), initial.policy.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -42,3 +43,26 @@ def test_the_model_returned_is_the_chosen_checkpoint_with_its_own_statistics(mon
     again = evaluate(make_env(episode_steps=12), ppo.PPOPolicy(chosen), list(seeds))
     assert np.mean([r.sla_attainment for r in again]) == chosen.selection.best.sla_attainment
     assert np.mean([r.energy_per_request_j for r in again]) == chosen.selection.best.energy_per_request_j
+
+
+def test_scoring_checkpoints_leaves_training_as_it_was(monkeypatch):
+    monkeypatch.setattr(ppo, "SELECT_EVERY_ROLLOUTS", 1)
+    monkeypatch.setattr(Checkpoint, "better_than", lambda self, other: True)  # keep the latest
+    make = lambda: make_env(episode_steps=12)  # noqa: E731
+    scored = ppo.train_ppo(make, 1440, seed=3, envs=2, normalize=True, select_seeds=(31,))
+    plain = ppo.train_ppo(make, 1440, seed=3, envs=2, normalize=True)
+    assert [c.timesteps for c in scored.selection.considered] == [0, 480, 1440]  # 2 copies x 240 a rollout
+    for a, b in zip(scored.policy.parameters(), plain.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert np.array_equal(scored.get_env().obs_rms.mean, plain.get_env().obs_rms.mean)
+
+
+def test_selection_episodes_are_neither_held_out_nor_tuning_episodes():
+    from warpk.__main__ import compose_config
+    from warpk.runtime.evaluation import evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.selection import selection_seeds
+
+    config = compose_config(["model=m4", "hardware=cpu", "seed=7"])
+    chosen = set(selection_seeds(config))
+    assert len(chosen) == 24
+    assert not chosen & set(evaluation_seeds(config)) and not chosen & set(tuning_seeds_of(config))

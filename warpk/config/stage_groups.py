@@ -121,7 +121,7 @@ class RuntimeConfig(_Checked):
     # observations and rewards scaled by running statistics while PPO trains (sb3 VecNormalize);
     # stage=runtime only: stage=hrl's M4 and M5 train without it (conf/model/m5.yaml sets false)
     ppo_normalize: bool = True
-    # keep the best of PPO's checkpoints (every 10 rollouts and the last) on this many selection
+    # keep the best of PPO's checkpoints (every 20 rollouts and the last) on this many selection
     # episodes: the cheapest at static max's SLA attainment there, else the most attaining
     # (warpk.runtime.selection); 0 = the policy as training ended. stage=runtime only
     ppo_select_episodes: int = number(0, 0, 1000)

@@ -86,7 +86,8 @@ def train_ppo(
             rollouts = self.num_timesteps // self.model.n_steps // self.model.n_envs
             checkpoint = rollouts % SELECT_EVERY_ROLLOUTS == 0 and self.num_timesteps < timesteps
             if selection is not None and checkpoint:  # the trained policy is considered after learn()
-                selection.consider(self.model, self.num_timesteps)
+                trained = self.num_timesteps - self.model.n_steps * self.model.n_envs  # before this update
+                selection.consider(self.model, trained)
 
         def _on_step(self) -> bool:
             return True

@@ -4,16 +4,15 @@
 
 1. Load `runtime.calibration` (measured on the GPU; a test fixture is refused), report the cost
    fit's error on held-out measured points; build `ServingEnv` for `hardware@runtime.served`.
-3. Train PPO for `runtime.ppo_timesteps` control steps on training episodes; keep its best
+2. Train PPO for `runtime.ppo_timesteps` control steps on training episodes; keep its best
    checkpoint on `runtime.ppo_select_episodes` selection episodes (warpk.runtime.selection).
-4. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
+3. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
    oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
-   With runtime.ppo_seeds=N, PPO is trained N times (seeds seed, seed+1000, ...), every model is
-   evaluated, and a robustness table gives the verdict per training seed and over them.
-5. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
+   runtime.ppo_seeds=N: N PPO models (seeds seed, seed+1000, ...), the verdict per seed and over them.
+4. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
    and runtime_results.md under the run dir, log the same to W&B, print the table.
-6. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
+5. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
    against the statics re-tuned with runtime.fixed_power_share at 0, 0.25, 0.5 (and the run's
    own), appended to runtime_results.md and summary.json. The statics' grids of every curve run
    in one spawned worker process while PPO trains (shorter with a spare core, longer on one).
