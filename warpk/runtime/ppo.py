@@ -83,11 +83,11 @@ def train_ppo(
         def _on_rollout_end(self) -> None:  # once per rollout, not per step: a bar redraw costs
             if progress is not None:
                 progress(min(self.num_timesteps, timesteps))
-            rollouts = self.num_timesteps // self.model.n_steps // self.model.n_envs
-            checkpoint = rollouts % SELECT_EVERY_ROLLOUTS == 0 and self.num_timesteps < timesteps
-            if selection is not None and checkpoint:  # the trained policy is considered after learn()
-                trained = self.num_timesteps - self.model.n_steps * self.model.n_envs  # before this update
-                selection.consider(self.model, trained)
+            if selection is None or self.num_timesteps >= timesteps:  # the last: considered after learn()
+                return
+            rollout = self.model.n_steps * self.model.n_envs
+            if (self.num_timesteps // rollout) % SELECT_EVERY_ROLLOUTS == 0:
+                selection.consider(self.model, self.num_timesteps - rollout)  # trained on: before this update
 
         def _on_step(self) -> bool:
             return True

@@ -25,7 +25,7 @@ import numpy as np
 from warpk.config import RunConfig
 from warpk.runtime.baselines import static_max
 from warpk.runtime.env import ServingEnv
-from warpk.runtime.evaluation import run_episode
+from warpk.runtime.evaluation import evaluate
 
 SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
 SELECTION_SEED_BASE = 3_000_000  # held-out episodes are 1,000,000+, tuning ones 2,000,000+
@@ -69,14 +69,14 @@ class Selection:
 
     def __init__(self, env: ServingEnv, seeds: tuple[int, ...]):
         self.env, self.seeds = env, seeds
-        self.static_max = self._run(static_max(env))
+        self.static_max_attainment = self._run(static_max(env))[1]
         self.best: Checkpoint | None = None
         self.considered: list[Checkpoint] = []
         self._state: tuple[dict, object] | None = None
 
     def _run(self, policy) -> tuple[np.ndarray, np.ndarray]:
         """Energy per request (J) and SLA attainment, one entry per selection episode."""
-        results = [run_episode(self.env, policy, seed) for seed in self.seeds]
+        results = evaluate(self.env, policy, self.seeds)
         return (np.array([r.energy_per_request_j for r in results]),
                 np.array([r.sla_attainment for r in results]))  # fmt: skip
 
@@ -84,9 +84,9 @@ class Selection:
         from warpk.runtime.ppo import PPOPolicy  # ppo.py imports this module
 
         energy_j, attainment = self._run(PPOPolicy(model))
-        below = int(np.sum(attainment < self.static_max[1]))
+        below = int(np.sum(attainment < self.static_max_attainment))
         checkpoint = Checkpoint(timesteps, float(energy_j.mean()), float(attainment.mean()),
-                                float(self.static_max[1].mean()), below)  # fmt: skip
+                                float(self.static_max_attainment.mean()), below)  # fmt: skip
         self.considered.append(checkpoint)
         if checkpoint.better_than(self.best):
             obs_rms = getattr(model.get_env(), "obs_rms", None)
