@@ -165,5 +165,9 @@ def test_job_at_its_time_limit_is_requeued_and_resumes_from_its_run_dir(tmp_path
     kept = int(log.split("resumed after requeue: ", 1)[1].split(" ", 1)[0])
     lines = records.read_text().splitlines()
     assert kept >= 1 and lines[0] == first  # the first attempt's measurement, not a new one
-    assert [json.loads(x)["status"] for x in lines] == ["ok"] * 3  # killed workers' items redone
+    got = [json.loads(x) for x in lines]
+    # killed workers' items redone; a failure names what each record said, and the job's log
+    assert [r["status"] for r in got] == ["ok"] * 3, (
+        f"{[(r['status'], r.get('error')) for r in got]}\n--- job log\n{log[-3000:]}"
+    )
     assert json.loads((tmp_path / "0" / "summary.json").read_text())["n_candidates"] == 3
