@@ -104,14 +104,14 @@ class RunConfig(_Checked):
         rt = self.runtime
         if self.stage == "hrl" and (
             rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout" or rt.ppo_normalize
-            or rt.ppo_select_episodes or rt.reward_baseline != "none"
+            or rt.ppo_select_episodes
         ):
             raise ConfigError(
                 f"stage=hrl trains one PPO model per arm on one env and reports on the held-out episodes: "
                 f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on}, "
                 f"ppo_normalize={str(rt.ppo_normalize).lower()}, "
-                f"ppo_select_episodes={rt.ppo_select_episodes}, reward_baseline={rt.reward_baseline} are "
-                "stage=runtime's (model=m4); allowed here: 1, 1, heldout, false, 0, none"
+                f"ppo_select_episodes={rt.ppo_select_episodes} are stage=runtime's (model=m4); "
+                "allowed here: 1, 1, heldout, false, 0"
             )
         nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
         if nvml and self.hardware.name != served.name:

@@ -125,10 +125,6 @@ class RuntimeConfig(_Checked):
     # episodes: the cheapest at static max's SLA attainment there, else the most attaining
     # (warpk.runtime.selection); 0 = the policy as training ended. stage=runtime only
     ppo_select_episodes: int = number(0, 0, 1000)
-    # static_max: PPO's training reward is its step reward minus static max's in the same period of
-    # the same trace (warpk.runtime.reward_baseline: same optimum, less variance; twice the
-    # simulator's cost per training step). stage=runtime only
-    reward_baseline: str = one_of("none", "none", "static_max")
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
     actuator: str = one_of("simulated", "simulated", "nvml")
     nvml_opt_in: bool = False  # actuator=nvml changes the GPU's power limit and clocks: say so here

@@ -191,10 +191,7 @@ class ServingEnv(gym.Env):
     # --- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if options and "trace" in options:  # a given trace (reward_baseline.py's shadow: the same episode)
-            self.trace = options["trace"]
-        else:
-            self.trace = make_trace(self.runtime, self.np_random, self.runtime.episode_steps * self.period_s)
+        self.trace = make_trace(self.runtime, self.np_random, self.runtime.episode_steps * self.period_s)
         n = len(self.trace.arrival_s)
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)

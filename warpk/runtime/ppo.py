@@ -23,7 +23,6 @@ import numpy as np
 
 from warpk.config import RunConfig, RuntimeConfig
 from warpk.runtime.env import ServingEnv
-from warpk.runtime.reward_baseline import StaticMaxBaseline
 from warpk.runtime.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
 
 # PPO's fixed settings: a rollout is 10 episodes of 48 steps at the defaults. The tunable ones
@@ -78,7 +77,7 @@ def train_ppo(
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    selection = Selection(make_env().unwrapped, select_seeds) if select_seeds else None
+    selection = Selection(make_env(), select_seeds) if select_seeds else None
 
     class _Progress(BaseCallback):
         def _on_rollout_end(self) -> None:  # once per rollout, not per step: a bar redraw costs
@@ -155,9 +154,6 @@ def train_for_run(
 ) -> dict[int, object]:
     """The PPO models of a stage=runtime run, one per training seed, as its runtime.ppo_* keys say."""
     rt = config.runtime
-    if rt.reward_baseline == "static_max":  # training rewards relative to static max (reward_baseline.py)
-        plain = make_env
-        make_env = lambda: StaticMaxBaseline(plain())  # noqa: E731
     return train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds_of(config), rt.ppo_envs, progress,
                            hyperparameters(rt), rt.ppo_normalize, selection_seeds(config))  # fmt: skip
 
