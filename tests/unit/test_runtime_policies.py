@@ -215,7 +215,6 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     # runtime.ppo_select_episodes' default reached training: a checkpoint was kept per training seed
     assert "PPO checkpoints kept, on the selection episodes: seed 0: step " in result.stdout
     assert {k.rsplit("/", 1)[-1] for k in rows if "ppo/selected_timesteps/" in k} == {"0", "1000"}
-    assert {k.rsplit("/", 1)[-1] for k in rows if "ppo/selected_caution/" in k} == {"0", "1000"}
 
 
 def test_the_goal_over_training_seeds_holds_only_when_it_holds_on_each():

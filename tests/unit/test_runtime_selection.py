@@ -1,14 +1,12 @@
 """M4's checkpoint selection: the order of checkpoints, and the chosen one put back into the model."""
 
 import numpy as np
-import pytest
 import torch
 
 from tests.unit.test_runtime_env import make_env
 from warpk.runtime import ppo
-from warpk.runtime.baselines import static_max
 from warpk.runtime.evaluation import evaluate
-from warpk.runtime.selection import Checkpoint, Selection
+from warpk.runtime.selection import Checkpoint
 
 
 def test_the_cheapest_checkpoint_at_static_max_attainment_wins_else_the_most_attaining():
@@ -32,7 +30,7 @@ def test_the_model_returned_is_the_chosen_checkpoint_with_its_own_statistics(mon
     chosen = ppo.train_ppo(make, 1440, seed=3, normalize=True, select_seeds=seeds)
     last = ppo.train_ppo(make, 1440, seed=3, normalize=True)
     # steps trained on: scored at the end of rollouts 1 and 2 (before their updates), then the last
-    assert [c.timesteps for c in chosen.selection.considered if c.caution == 1.0] == [0, 480, 1440]
+    assert [c.timesteps for c in chosen.selection.considered] == [0, 480, 1440]
     assert chosen.selection.best.timesteps == 0
     # the weights are the first checkpoint's (the initial policy), not the last
     initial = ppo.new_ppo(make_env(episode_steps=12), 3, 1440)
@@ -53,7 +51,7 @@ def test_scoring_checkpoints_leaves_training_as_it_was(monkeypatch):
     make = lambda: make_env(episode_steps=12)  # noqa: E731
     scored = ppo.train_ppo(make, 1440, seed=3, envs=2, normalize=True, select_seeds=(31,))
     plain = ppo.train_ppo(make, 1440, seed=3, envs=2, normalize=True)
-    assert [c.timesteps for c in scored.selection.considered if c.caution == 1.0] == [0, 480, 1440]  # 2 x 240
+    assert [c.timesteps for c in scored.selection.considered] == [0, 480, 1440]  # 2 copies x 240 a rollout
     for a, b in zip(scored.policy.parameters(), plain.policy.parameters(), strict=True):
         assert torch.equal(a, b)
     assert np.array_equal(scored.get_env().obs_rms.mean, plain.get_env().obs_rms.mean)
@@ -68,39 +66,3 @@ def test_selection_episodes_are_neither_held_out_nor_tuning_episodes():
     chosen = set(selection_seeds(config))
     assert len(chosen) == 24
     assert not chosen & set(evaluation_seeds(config)) and not chosen & set(tuning_seeds_of(config))
-
-
-def test_caution_moves_the_policy_from_its_mode_to_static_max():
-    env = make_env(episode_steps=12)
-    model = ppo.train_ppo(lambda: make_env(episode_steps=12), 960, seed=3, normalize=True)
-    safest = np.asarray(static_max(env).action)
-    obs, info = env.reset(seed=5)
-    for _ in range(12):
-        seen = model.get_env().normalize_obs(obs)
-        mode, _ = model.predict(seen, deterministic=True)
-        assert np.array_equal(ppo.PPOPolicy(model, caution=1.0).act(obs, info), mode)
-        assert np.array_equal(ppo.cautious_action(model, seen, 0.0, safest), safest)  # caution 0: static max
-        half = ppo.cautious_action(model, seen, 0.5, safest)
-        # each dimension of the cautious action is the mode or nearer static max's value than it
-        assert np.all(np.abs(half - safest) <= np.abs(mode - safest))
-        obs, _, _, truncated, info = env.step(mode)
-    same = evaluate(make_env(episode_steps=12), ppo.PPOPolicy(model, caution=0.0), [5, 6])
-    ref = evaluate(make_env(episode_steps=12), static_max(env), [5, 6])
-    assert [r.energy_j for r in same] == [r.energy_j for r in ref]
-
-
-def test_a_caution_is_tried_only_when_the_kept_checkpoint_misses_static_max(monkeypatch):
-    make = lambda: make_env(episode_steps=12)  # noqa: E731
-    model = ppo.train_ppo(make, 480, seed=3, normalize=True)
-    selection = Selection(make(), (31, 32))
-    scores = iter([Checkpoint(0, 90.0, 0.90, 0.95, 2), Checkpoint(0, 120.0, 0.95, 0.95, 0, 0.5),
-                   Checkpoint(0, 130.0, 0.95, 0.95, 0, 0.25), Checkpoint(0, 140.0, 0.95, 0.95, 0, 0.1)])
-    monkeypatch.setattr(Selection, "_score", lambda self, m, steps, caution: next(scores))
-    selection.consider(model, 0)
-    assert selection.choose_caution(model) == 0.5  # the cheapest that reaches static max everywhere
-    assert selection.best.caution == 0.5
-    selection.best = Checkpoint(0, 90.0, 0.95, 0.95, 0)  # a checkpoint at static max: nothing else tried
-    monkeypatch.setattr(Selection, "_score", lambda *a: pytest.fail("scored a caution it did not need"))
-    assert selection.choose_caution(model) == 1.0
-    model.caution = 0.5
-    assert ppo.PPOPolicy(model).caution == 0.5  # the policy acts at the caution its selection kept

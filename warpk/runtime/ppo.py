@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warpk.config import RunConfig, RuntimeConfig
-from warpk.runtime.baselines import static_max
 from warpk.runtime.env import ServingEnv
 from warpk.runtime.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
 
@@ -111,7 +110,6 @@ def train_ppo(
     if selection is not None:
         selection.consider(model, model.num_timesteps)
         selection.restore(model)
-        model.caution = selection.choose_caution(model)
         model.selection = selection  # the checkpoints considered and the one kept (best)
     if progress is not None:
         progress(timesteps)
@@ -162,47 +160,22 @@ def train_for_run(
 
 @dataclass
 class PPOPolicy:
-    """A trained PPO model acting deterministically, on observations scaled as in training when it
-    trained under VecNormalize. `caution` (default: the model's own, which checkpoint selection may
-    set; else 1): 1 acts on the mode of each action dimension; below 1, on the value nearest
-    static max's setting among those at least `caution` times as probable as the mode (0 would be
-    static max itself)."""
+    """A trained PPO model acting deterministically (the mode of its action distribution), on
+    observations scaled as in training when it trained under VecNormalize."""
 
     model: object
     name: str = "M4 PPO"
-    caution: float | None = None
     scale: Callable[[np.ndarray], np.ndarray] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:  # the frozen VecNormalize statistics, when it trained under them
         self.scale = getattr(self.model.get_env(), "normalize_obs", None)
-        if self.caution is None:
-            self.caution = getattr(self.model, "caution", 1.0)
 
     def reset(self, env: ServingEnv) -> None:
-        self.safest = np.asarray(static_max(env).action)
+        pass
 
     def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
-        seen = obs if self.scale is None else self.scale(obs)
-        if self.caution >= 1.0:
-            action, _ = self.model.predict(seen, deterministic=True)
-            return np.asarray(action, dtype=np.int64)
-        return cautious_action(self.model, seen, self.caution, self.safest)
-
-
-def cautious_action(model, obs: np.ndarray, caution: float, safest: np.ndarray) -> np.ndarray:
-    """Per action dimension, of the values at least `caution` x as probable as the most probable
-    one, the nearest to `safest` (static max's value)."""
-    import torch
-
-    with torch.no_grad():
-        tensor, _ = model.policy.obs_to_tensor(obs)
-        heads = model.policy.get_distribution(tensor).distribution  # one Categorical per dimension
-    action = []
-    for head, target in zip(heads, safest, strict=True):
-        p = head.probs[0].numpy()
-        allowed = np.flatnonzero(p >= caution * p.max())
-        action.append(allowed[np.argmin(np.abs(allowed - target))])
-    return np.asarray(action, dtype=np.int64)
+        action, _ = self.model.predict(obs if self.scale is None else self.scale(obs), deterministic=True)
+        return np.asarray(action, dtype=np.int64)
 
 
 @dataclass

@@ -8,10 +8,6 @@ is at least static max's on every one of those episodes; when none is, the one w
 mean attainment. Per episode, not on the mean: most episodes have no burst that static max
 misses requests in, every checkpoint ties there, and on the mean the cheapest tie would be one
 that fails the rare hard episode (it did, with 8 episodes: throughput -0.067 on the tuning ones).
-When the kept checkpoint is below static max on some episode, it is scored again at each
-PPOPolicy caution of CAUTIONS (each action dimension then takes, of the values at least that
-share as probable as the mode, the one nearest static max's), and the best by the same order is
-kept: the learned policy, made more cautious only as far as the selection episodes ask.
 Selection episodes are their own seed family: never trained on, never the tuning episodes the
 baselines' sweeps look at, never the held-out ones (evaluation.py).
 
@@ -33,7 +29,6 @@ from warpk.runtime.evaluation import evaluate
 
 SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
 SELECTION_SEED_BASE = 3_000_000  # held-out episodes are 1,000,000+, tuning ones 2,000,000+
-CAUTIONS = (0.5, 0.25, 0.1)  # PPOPolicy cautions tried on a kept checkpoint below static max
 
 
 def selection_seeds(config: RunConfig) -> tuple[int, ...]:
@@ -52,7 +47,6 @@ class Checkpoint:
     sla_attainment: float
     static_max_attainment: float
     episodes_below_static_max: int
-    caution: float = 1.0  # PPOPolicy's: 1 = the policy's mode
 
     @property
     def meets_static_max(self) -> bool:
@@ -86,18 +80,14 @@ class Selection:
         return (np.array([r.energy_per_request_j for r in results]),
                 np.array([r.sla_attainment for r in results]))  # fmt: skip
 
-    def _score(self, model, timesteps: int, caution: float) -> Checkpoint:
+    def consider(self, model, timesteps: int) -> None:
         from warpk.runtime.ppo import PPOPolicy  # ppo.py imports this module
 
-        energy_j, attainment = self._run(PPOPolicy(model, caution=caution))
+        energy_j, attainment = self._run(PPOPolicy(model))
         below = int(np.sum(attainment < self.static_max_attainment))
         checkpoint = Checkpoint(timesteps, float(energy_j.mean()), float(attainment.mean()),
-                                float(self.static_max_attainment.mean()), below, caution)  # fmt: skip
+                                float(self.static_max_attainment.mean()), below)  # fmt: skip
         self.considered.append(checkpoint)
-        return checkpoint
-
-    def consider(self, model, timesteps: int) -> None:
-        checkpoint = self._score(model, timesteps, 1.0)
         if checkpoint.better_than(self.best):
             obs_rms = getattr(model.get_env(), "obs_rms", None)
             self.best = checkpoint
@@ -114,28 +104,14 @@ class Selection:
         return self.best
 
 
-    def choose_caution(self, model) -> float:
-        """After `restore`: when the kept checkpoint falls below static max on some selection
-        episode, score it again at each of CAUTIONS and keep the best by the same order (so a
-        caution is kept only if it reaches static max everywhere or attains more); its caution."""
-        if self.best is None or self.best.meets_static_max:
-            return self.best.caution if self.best else 1.0
-        for caution in CAUTIONS:
-            checkpoint = self._score(model, self.best.timesteps, caution)
-            if checkpoint.better_than(self.best):
-                self.best = checkpoint
-        return self.best.caution
-
-
 def selection_summary(models: dict[int, object]) -> tuple[str, dict]:
     """A line on the checkpoints kept per training seed, and their W&B metrics ({} without selection)."""
     chosen = {seed: m.selection.best for seed, m in models.items() if getattr(m, "selection", None)}
     if not chosen:
         return "PPO: the policy as training ended (runtime.ppo_select_episodes=0)", {}
-    parts = [f"seed {seed}: step {c.timesteps}, caution {c.caution:g}, attainment {c.sla_attainment:.3f} vs "
-             f"static max {c.static_max_attainment:.3f} (below it on {c.episodes_below_static_max} of the "
-             f"episodes), {c.energy_per_request_j:.1f} J/request"
+    parts = [f"seed {seed}: step {c.timesteps}, attainment {c.sla_attainment:.3f} vs static max "
+             f"{c.static_max_attainment:.3f} (below it on {c.episodes_below_static_max} of the episodes), "
+             f"{c.energy_per_request_j:.1f} J/request"
              for seed, c in chosen.items()]  # fmt: skip
     metrics = {f"ppo/selected_timesteps/{seed}": c.timesteps for seed, c in chosen.items()}
-    metrics |= {f"ppo/selected_caution/{seed}": c.caution for seed, c in chosen.items()}
     return "PPO checkpoints kept, on the selection episodes: " + "; ".join(parts), metrics
