@@ -4,6 +4,7 @@ Everything the untrusted side sends is attacker-controlled: these tests send wha
 could, and check the trusted side's decoding refuses it instead of believing or crashing.
 """
 
+import errno
 import fcntl
 import mmap
 import os
@@ -117,6 +118,24 @@ def test_outbox_allocates_ahead_and_grows_when_needed():
     box = Outbox(64)
     fd, specs = box.seal_with(torch, [torch.ones(100)])  # 400 bytes > 64 allocated
     assert torch.equal(unpack(torch, fd, specs, "cpu", 1 << 20)[0], torch.ones(100))
+
+
+def test_a_busy_write_seal_is_retried_and_a_lasting_one_still_fails(monkeypatch):
+    real = fcntl.fcntl
+    busy = {"left": 2}
+
+    def flaky(fd, cmd, arg=0):
+        if cmd == fcntl.F_ADD_SEALS and busy["left"] > 0:
+            busy["left"] -= 1
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        return real(fd, cmd, arg)
+
+    monkeypatch.setattr(fcntl, "fcntl", flaky)
+    fd, specs = Outbox(64).seal_with(torch, [torch.ones(4)])
+    assert busy["left"] == 0 and torch.equal(unpack(torch, fd, specs, "cpu", 1 << 20)[0], torch.ones(4))
+    busy["left"] = 100
+    with pytest.raises(OSError, match="busy"):
+        Outbox(64).seal_with(torch, [torch.ones(4)])
 
 
 def test_calls_with_scalars_and_tensors_cross_the_boundary():

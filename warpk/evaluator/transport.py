@@ -28,10 +28,10 @@ import sys
 import time
 
 from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
+from warpk.evaluator.seal import SEALS, seal
 
 ALIGN = 512  # what torch's CUDA caching allocator gives: kernels pick the same paths as for fresh tensors
 TRIP_CHUNK_BYTES = 256 << 20  # the reference's device round trip goes through a buffer this big
-SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
 DTYPES = (
     "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 )
@@ -93,7 +93,7 @@ class Outbox:
                 if t.numel():
                     data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
                     _write_all(self.fd, data, spec.offset)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, SEALS)
+            seal(self.fd)
         except BaseException:
             self.close()
             raise
