@@ -5,9 +5,8 @@ Trains one PPO model as `python -m warpk model=m4` does (training seed = the run
 checkpoint selection), then runs static max and PPO on the same episodes: the run's tuning
 episodes and its first `--selection` selection episodes. For each request late under PPO but in
 time under static max it prints the limit it missed, its output length, its TTFT and E2E under
-both, and PPO's settings (cap, clock, concurrency indices; 0 = 700 W, 0 = default clocks, 4 =
-concurrency 128) from the period it arrived in to the one it finished in. SIMULATED: measured
-cost fit, MODELLED cap/clock effect.
+both, and PPO's settings (cap/clock profile/concurrency) from the period it arrived in to the one
+it finished in. SIMULATED: measured cost fit, MODELLED cap/clock effect.
 
     python benchmarks/probe_lost_requests.py sla=latency_sensitive
 
@@ -17,6 +16,7 @@ About 3.5-4 min on one core of this 2-core machine (training is most of it).
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 import time
 from pathlib import Path
@@ -28,27 +28,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from warpk.__main__ import compose_config  # noqa: E402
 from warpk.runtime.baselines import static_max  # noqa: E402
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import tuning_seeds_of  # noqa: E402
+from warpk.runtime.evaluation import run_episode, tuning_seeds_of  # noqa: E402
 from warpk.runtime.ppo import PPOPolicy, train_for_run  # noqa: E402
 from warpk.runtime.selection import selection_seeds  # noqa: E402
 
 
 def episode(env: ServingEnv, policy, seed: int) -> dict:
-    """One episode's per-request outcome and the policy's action per period."""
-    obs, info = env.reset(seed=seed)
-    policy.reset(env)
-    actions = []
-    while True:
-        action = np.asarray(policy.act(obs, info), dtype=np.int64)
-        actions.append(action)
-        obs, _, _, truncated, info = env.step(action)
-        if truncated:
-            break
+    """One episode (evaluation.run_episode): per-request outcome, and the policy's setting per period."""
+    settings = []
+    result = run_episode(env, policy, seed, settings.append)
     tr = env.trace
     return dict(late=env._late(np.arange(len(tr.arrival_s))), arrival_s=tr.arrival_s.copy(),
                 ttft_s=env.first_token_s - tr.arrival_s, e2e_s=env.finish_s - tr.arrival_s,
-                output_tokens=tr.output_tokens.copy(), actions=np.array(actions),
-                energy_j=env.energy_j)  # fmt: skip
+                output_tokens=tr.output_tokens.copy(), settings=settings,
+                energy_j=result.energy_j)  # fmt: skip
 
 
 NEAR = 0.05  # a request "near the limit": static max's E2E within 5% below the E2E limit
@@ -85,9 +78,10 @@ def main() -> None:
         gained = np.flatnonzero(ref["late"] & ~mine["late"])
         lost_total, gained_total = lost_total + len(lost), gained_total + len(gained)
         requests += len(ref["late"])
-        near_periods += periods_near_limit(ref, rt.control_period_s, sla.e2e_p95_s, len(mine["actions"]))
-        periods += len(mine["actions"])
-        clocks = np.bincount(mine["actions"][:, 1], minlength=len(env.clocks)).tolist()
+        steps = len(mine["settings"])
+        near_periods += periods_near_limit(ref, rt.control_period_s, sla.e2e_p95_s, steps)
+        periods += steps
+        clocks = dict(collections.Counter(setting.clock.name for setting in mine["settings"]))
         print(f"episode {seed}: {len(ref['late'])} requests, late: static max {ref['late'].sum()}, PPO "
               f"{mine['late'].sum()} (lost {len(lost)}, gained {len(gained)}); PPO energy / static max's "
               f"{mine['energy_j'] / ref['energy_j']:.3f}; periods per clock profile {clocks}")  # fmt: skip
@@ -95,8 +89,7 @@ def main() -> None:
             first = int(mine["arrival_s"][i] // rt.control_period_s)
             last = int((mine["arrival_s"][i] + mine["e2e_s"][i]) // rt.control_period_s)
             # after the last step the queue drains at the last setting: those periods repeat it
-            life = [mine["actions"][min(p, len(mine["actions"]) - 1)] for p in range(first, last + 1)]
-            settings = [tuple(a.tolist()) for a in life]
+            settings = [mine["settings"][min(p, steps - 1)].label for p in range(first, last + 1)]
             missed = "TTFT" if mine["ttft_s"][i] > sla.ttft_p95_s else "E2E"
             print(f"  lost ({missed}): {mine['output_tokens'][i]} output tokens, arrived "
                   f"{mine['arrival_s'][i]:.1f} s; "
