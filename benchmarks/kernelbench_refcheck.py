@@ -19,6 +19,7 @@ import argparse
 import functools
 import json
 import re
+import statistics
 import sys
 import time
 from collections import Counter
@@ -58,6 +59,24 @@ def hardware(name: str) -> HardwareConfig:
     return HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
 
 
+def copy_speedups(ok: list) -> dict:
+    """The copies' speedup distribution: each copy is exactly as fast as the reference, so these
+    measure the timing's bias (the median) and noise (the spread, the intervals that miss 1)."""
+    if not ok:
+        return {}
+    values = sorted(r.speedup for r in ok)
+
+    def at(q: float) -> float:
+        return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
+
+    return {
+        "speedup_median": statistics.median(values),
+        "speedup_p5": at(0.05),
+        "speedup_p95": at(0.95),
+        "interval_contains_1": sum(1 for r in ok if r.speedup_low <= 1.0 <= r.speedup_high),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, help="upstream KernelBench/KernelBench (holds level1/..)")
@@ -90,9 +109,15 @@ def main() -> int:
             "fast_1": sum(1 for r in ok if faster(r)) / max(len(records), 1),
             "fast_1_point_estimate": sum(1 for r in ok if r.speedup > 1) / max(len(records), 1),
             "wall_s": wall_s,
+            **copy_speedups(ok),
         }
-        print(f"L{level}: {dict(counts)}  fast_1 {table[level]['fast_1']:.1%} (point estimate > 1: "
-              f"{table[level]['fast_1_point_estimate']:.1%})  wall {wall_s:.0f} s", flush=True)
+        t = table[level]
+        print(f"L{level}: {dict(counts)}  fast_1 {t['fast_1']:.1%} (point estimate > 1: "
+              f"{t['fast_1_point_estimate']:.1%})  wall {wall_s:.0f} s", flush=True)
+        if ok:
+            print(f"L{level} copies: median speedup {t['speedup_median']:.3f}, 5-95% "
+                  f"{t['speedup_p5']:.3f}-{t['speedup_p95']:.3f}, interval contains 1 for "
+                  f"{t['interval_contains_1']}/{len(ok)}", flush=True)
     total_s = time.perf_counter() - grand
     (args.out / "summary.json").write_text(json.dumps({"levels": table, "wall_s": total_s,
                                                        "hardware": hw.name}, indent=2) + "\n")

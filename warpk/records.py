@@ -88,9 +88,11 @@ class EvalRecord:
     sandbox: str | None = None  # how the candidate's process was isolated: bwrap | process
     calls_per_batch: int | None = None  # timing: calls per timed batch (each on fresh inputs)
     timing_batches: int | None = None  # timed batches (after one warmup batch)
-    # Share of the candidate's self-reported time that the trusted wall clock confirms (median
-    # over batches): 1 = all of it; lower = the speedup could be inflated by up to 1/this (the
-    # roofline floor still bounds it). Low where outputs take longer to deliver than to compute.
+    # How the candidate was kept still while the reference was timed (evaluator v3):
+    # cgroup (cgroup v2 freezer) | sigstop (every process of its sandbox stopped) | none
+    freeze: str | None = None
+    # Evaluator v2 only (records before 2026-12-05): the share of the candidate's self-reported
+    # time its wall clock confirmed. v3 uses no self-reported time; always None since.
     clock_confirmed: float | None = None
     # evaluate.energy=sampler: the lane's telemetry during the candidate's timing and energy
     # windows, from the sampler daemon's stream (warpk.telemetry.lane); None otherwise

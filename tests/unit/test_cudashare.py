@@ -88,25 +88,3 @@ def test_what_is_not_an_allocation_of_the_announced_size_is_refused():
         with pytest.raises(cs.CudaShareError):
             cs.import_fd(torch, dev, fd, 1 << 30)
         os.close(fd)
-
-
-def test_the_mapping_allowance_is_calibrated_once_and_grows_with_the_size(monkeypatch):
-    """What the wall bound allows a device delivery beyond its copies: measured at two sizes on
-    our own memory, once per device (a later call does not measure again), larger for more bytes,
-    and nothing for memfds."""
-    import torch
-
-    from warpk.evaluator import transport
-
-    monkeypatch.setattr(transport, "_MAPPING_MS", {})
-    torch.zeros(1, device="cuda:0")
-    carrier = transport.Carrier(torch, torch.device("cuda:0"), on_device=True)
-    assert carrier.mapping_ms(1 << 30) == 0.0  # not calibrated yet: no allowance
-    carrier.calibrate_mapping()
-    small, large = transport._MAPPING_MS["cuda:0"]
-    assert 0 < small < large < 100
-    carrier.calibrate_mapping()
-    assert transport._MAPPING_MS["cuda:0"] == (small, large)
-    assert carrier.mapping_ms(256 << 20) == small and carrier.mapping_ms(2 << 30) == large
-    assert small < carrier.mapping_ms(1 << 30) < large < carrier.mapping_ms(8 << 30)
-    assert transport.Carrier(torch, "cpu", on_device=False).mapping_ms(4 << 30) == 0.0

@@ -29,16 +29,17 @@ class Tol:
 def test_a_message_round_trips_with_its_types():
     a, b = socket.socketpair()
     spec = wire.TensorSpec(offset=64, dtype="float32", shape=[2, 3])
-    wire.send(a, wire.Ran("ok", None, [[spec]], [], 1.5))
+    wire.send(a, wire.Ran("ok", None, "abc", [[spec]], []))
     got, fd = wire.recv(b, (wire.Ran,), timeout_s=5)
-    assert fd is None and got == wire.Ran("ok", None, [[spec]], [], 1.5)
+    assert fd is None and got == wire.Ran("ok", None, "abc", [[spec]], [])
     assert isinstance(got.outputs[0][0], wire.TensorSpec)
 
 
 @pytest.mark.parametrize(
     "raw, match",
     [
-        ({"type": "Ran", "status": "ok", "compute_ms": "fast"}, "expected float"),
+        ({"type": "Reply", "status": "ok", "seconds": "fast"}, "expected float"),
+        ({"type": "Ran", "status": "ok", "compute_ms": 0.001}, "unknown fields"),  # v2's self-report
         ({"type": "Ran", "status": "ok", "outputs": [[{"offset": 0, "dtype": "float32"}]]}, "shape"),
         ({"type": "Ran", "status": "ok", "stolen": 1}, "unknown fields"),
         ({"type": "Measurement", "status": "ok"}, "unexpected message"),
@@ -170,8 +171,8 @@ def test_median_interval_is_distribution_free():
 @pytest.mark.parametrize(
     "raw",
     [
-        '{"type": "Ran", "status": "ok", "compute_ms": ' + "9" * 5000 + "}",  # int beyond json's limit
-        '{"type": "Ran", "status": "ok", "compute_ms": 1' + "0" * 400 + "}",  # float() overflows
+        '{"type": "Reply", "status": "ok", "seconds": ' + "9" * 5000 + "}",  # int beyond json's limit
+        '{"type": "Reply", "status": "ok", "seconds": 1' + "0" * 400 + "}",  # float() overflows
         "[" * 100000 + "]" * 100000,  # a nesting bomb
     ],
 )
@@ -229,3 +230,14 @@ def test_check_correct_reports_the_worst_error_and_its_scale_and_rejects_just_be
     big = torch.tensor([2**40 + 1, 7])  # integers are compared exactly, never through float32
     with pytest.raises(Verdict, match="differs"):
         check_correct(torch, big, torch.tensor([2**40, 7]), Tol, "t")
+
+
+def test_a_float64_output_computed_in_float32_is_incorrect_and_float64_reordering_is_not():
+    torch.manual_seed(0)
+    x = torch.randn(4096, dtype=torch.float64)
+    ref = torch.tanh(x) * x
+    in_float32 = (torch.tanh(x.float()) * x.float()).double()
+    with pytest.raises(Verdict, match="tolerance 1e-09"):
+        check_correct(torch, ref, in_float32, Tol, "t")
+    reordered = x * torch.tanh(x) + 0.0  # float64, another order: within rounding
+    check_correct(torch, ref, reordered, Tol, "t")

@@ -10,6 +10,10 @@ Non-goals: no drawing of inputs (trusted.Session.inputs), no timing.
 from __future__ import annotations
 
 CHUNK_ELEMENTS = 1 << 24  # compare in chunks of this size: bounded extra memory
+# atol = rtol for float64 outputs. Computing a float64 task in float32 rounds every value by up
+# to 6e-8 relative (more after a reduction), far above this; float64 done in another order
+# stays near 1e-13. So a float64 task computed in float32 is `incorrect` (docs/evaluator.md).
+TOLERANCE_FP64 = 1e-9
 
 
 class Verdict(Exception):
@@ -106,6 +110,8 @@ def check_correct(torch, ref_out, new_out, protocol, where: str) -> tuple[float,
             raise Verdict("incorrect", f"{where}: output {i} dtype {n.dtype} != reference {r.dtype}")
         low = r.dtype in (torch.float16, torch.bfloat16)
         tol = protocol.tolerance_low_precision if low else protocol.tolerance_fp32
+        if r.dtype in (torch.float64, torch.complex128):
+            tol = min(tol, TOLERANCE_FP64)
         abs_err, scale, why = _compare(torch, r, n.to(r.device), tol)
         if why:
             raise Verdict("incorrect", f"{where}: output {i} {why}")

@@ -24,7 +24,6 @@ import ctypes
 import functools
 import os
 import stat
-import time
 
 POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 PINNED = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
@@ -167,22 +166,3 @@ def import_fd(torch, device, fd: int, nbytes: int):
 
 def _index(device) -> int:
     return device.index or 0
-
-
-def delivery_fixed_ms(torch, device, nbytes: int) -> float:
-    """Wall ms of exporting an allocation of `nbytes` as an fd and importing and mapping it again,
-    on memory of this process's own: what a device delivery costs beyond copying its bytes (the
-    reference's round trip copies but never maps)."""
-    mapping = _Mapping(_index(device), nbytes, None)
-    try:
-        start = time.perf_counter()
-        fd = mapping.export()
-        try:
-            seen = _Mapping(_index(device), nbytes, fd)
-        finally:
-            os.close(fd)
-        elapsed_ms = (time.perf_counter() - start) * 1e3
-        seen.free()
-    finally:
-        mapping.free()
-    return elapsed_ms

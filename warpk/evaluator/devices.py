@@ -1,14 +1,10 @@
-"""CPU or CUDA, the same way on both sides of the trust boundary: synchronisation, a timed batch
-of calls, memory poisoning. The trusted worker times the reference with this code in its own
-process; the untrusted worker times the candidate with its own copy (which the candidate can
-rebind, so the trusted side bounds what that copy reports).
+"""CPU or CUDA, the same way on both sides of the trust boundary: synchronisation, a batch of
+calls, memory poisoning. Nothing here times anything: the trusted worker's clock does.
 
 Non-goals: no torch import (callers pass the module); no verification.
 """
 
 from __future__ import annotations
-
-import time
 
 
 class Device:
@@ -24,32 +20,19 @@ class Device:
         if self.cuda:
             self.torch.cuda.synchronize()
 
-    def run_calls(self, fn, calls: list[list], last_only: bool = False) -> tuple[list, float]:
-        """(outputs, milliseconds) of the calls run back to back; on a GPU timed by CUDA events
-        around a device-wide synchronize, so work on any stream is inside the time. `last_only`
-        keeps only the last call's output (long loops)."""
-        torch = self.torch
-        self.sync()
-
-        def run() -> list:
-            if not last_only:
-                return [fn(*args) for args in calls]
+    def run_calls(self, fn, calls, last_only: bool = False) -> list:
+        """The outputs of the calls run back to back, then a device-wide synchronize (work on
+        any stream is done when this returns). `last_only` keeps only the last call's output
+        (long loops). Untimed: the trusted worker's clock times the whole round trip."""
+        if not last_only:
+            outputs = [fn(*args) for args in calls]
+        else:
             out = None
             for args in calls:
                 out = fn(*args)
-            return [out]
-
-        if not self.cuda:
-            start_ns = time.perf_counter_ns()
-            outputs = run()
-            return outputs, (time.perf_counter_ns() - start_ns) / 1e6
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        outputs = run()
-        torch.cuda.synchronize()
-        end.record()
-        end.synchronize()
-        return outputs, start.elapsed_time(end)
+            outputs = [out]
+        self.sync()
+        return outputs
 
     def poison(self, calls: list[list]) -> None:
         """Fill then free blocks the size of the calls' tensors with 0xFF (NaN for floats), so

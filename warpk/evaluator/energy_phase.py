@@ -85,10 +85,21 @@ class EnergyPhases:
         start = time.perf_counter()
         sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
         ref_outs = [self.reference(*args) for args in sets]
-        self.stage(sets)
+        sets_fd, encoded = self.encode(sets)  # one sealed copy, sent with every energy batch
         del sets
+        self.prepare(0)
+        nonces: list[str] = []
+
+        def send(n: int) -> None:
+            nonces.append(secrets.token_hex(8))
+            self.check_quiet()
+            wire.send(self.sock, wire.Go(encoded, nonces[-1], repeat=n), sets_fd)
 
         def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
+            if ran.nonce != nonces.pop(0):
+                if fd is not None:
+                    os.close(fd)
+                raise wire.ProtocolError("an energy batch's answer does not echo its Go's nonce")
             if len(ran.outputs) != 1:
                 if fd is not None:
                     os.close(fd)
@@ -101,8 +112,7 @@ class EnergyPhases:
                 raise Verdict("implausible", f"an energy batch of {calls} calls took {wall_s * 1e3:.3g} ms, "
                               f"less than the {floor_ms:.3g} ms its calls took while timed: work was skipped")
 
-        remote = RemoteLoop(lambda n: wire.send(self.sock, wire.Go(repeat=n)),
-                            lambda n: self.answer(self.limit_for(n), (wire.Ran,)), check)
+        remote = RemoteLoop(send, lambda n: self.answer(self.limit_for(n), (wire.Ran,)), check)
 
         def sync() -> None:
             self.dev.sync()
@@ -122,6 +132,9 @@ class EnergyPhases:
             remote.sync()  # a batch may still be in flight: its answer must not meet the next step
             self.result["energy_error"] = f"{self.meter_name} energy measurement failed: {one_line(err)}"
             return
+        finally:
+            if sets_fd is not None:
+                os.close(sets_fd)
         self.ref_energy.uses += 1
         spent_s = (self.result.get("energy_s") or 0.0) + time.perf_counter() - start
         self.result.update(fields, **self.ref_energy.fields, ref_energy_id=self.ref_energy.ident,

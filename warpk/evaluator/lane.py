@@ -157,6 +157,11 @@ class Lane:
             self.trusted.start()
         worker = self._worker(build_dir)
         try:
+            # the trusted worker starts the reference worker in the same sandbox, with the same
+            # limits, and freezes the candidate's (rooted at its pid) while the reference runs
+            request = dataclasses.replace(request, sandbox=self.sandbox, gpu=self.gpu,
+                                          memory_limit_gb=self.limits.memory_limit_gb,
+                                          candidate_pid=worker.proc.pid)
             wire.send(self.trusted.sock, request, worker.sock.fileno())
             worker.sock.close()  # the trusted worker holds its own copy now
             measurement = self._wait(worker, backstop_s)

@@ -13,6 +13,8 @@ Non-goals: no verdicts on outputs (warpk.evaluator.checks), no protocol order (t
 from __future__ import annotations
 
 import os
+import secrets
+import select
 import socket
 import time
 
@@ -92,13 +94,9 @@ class Link:
         return self.s.run_timeout_s + self.s.run_timeout_factor * ref_s
 
     # --- moving tensors ---------------------------------------------------------------------------
-    def stage(self, calls: list[list]) -> None:
-        self.stage_encoded(*self.encode(calls))
-
     def carrier_for(self, calls: int) -> Carrier:
         """Host memfds, or on a GPU device memory once a batch moves DEVICE_MEMORY_BYTES or more
-        either way (below that the memfd's smaller fixed cost wins, and it is what the
-        reference's delivery is measured with)."""
+        either way (below that the memfd's smaller fixed cost wins)."""
         moved = max(self.in_bytes, self.out_bytes) * calls
         return self.carriers[self.dev.cuda and moved >= DEVICE_MEMORY_BYTES]
 
@@ -110,29 +108,55 @@ class Link:
         self.carrier = self.carrier_for(len(calls))
         return self.carrier.encode_calls(calls)
 
-    def stage_encoded(self, fd: int | None, encoded: list) -> None:
-        """Hand encoded calls to the untrusted worker (the fd is closed here)."""
+    def prepare(self, calls: int) -> None:
+        """Stage: the worker finishes what the last Go left and allocates the next outputs'
+        buffer, untimed (it answers only once that is done)."""
+        self.ask(wire.Stage(self.out_bytes * calls, self.carrier.on_device))
+
+    def go(self, calls: list[list], limit_s: float, consume: bool = False,
+           **flags) -> tuple[wire.Ran, list[list], list[list], float]:
+        """One round trip of `calls`, after a Stage: (Ran, its outputs, its reported inputs, wall
+        ms on this process's clock from sending the Go that carries the inputs to holding copies
+        of the outputs here). Device memory the worker could still write is never believed.
+        `consume`: empty the caller's `calls` once packed (huge tasks: one copy of the inputs)."""
+        fd, encoded = self.encode(calls)
+        if consume:
+            calls.clear()
         try:
-            self.ask(wire.Stage(encoded, self.out_bytes * len(encoded), self.carrier.on_device), fd)
+            self.prepare(len(calls))
+            return self.go_encoded(fd, encoded, limit_s, **flags)
         finally:
             if fd is not None:
                 os.close(fd)
 
-    def go(self, calls: int, limit_s: float, **flags) -> tuple[wire.Ran, list[list], list[list], float]:
-        """(Ran, its outputs, its reported inputs, wall ms from sending Go to having copies of
-        the outputs here: device memory the candidate could still write is never believed)."""
-        start, since = time.perf_counter(), time.monotonic()
+    def go_encoded(self, fd: int | None, encoded: list, limit_s: float,
+                   **flags) -> tuple[wire.Ran, list[list], list[list], float]:
+        """`go` with the inputs already encoded (the fd stays the caller's)."""
+        nonce = secrets.token_hex(8)
+        self.check_quiet()
         self.went = True
-        ran, fd = self.ask(wire.Go(**flags), None, limit_s, expect=(wire.Ran,))
+        start, since = time.perf_counter(), time.monotonic()
+        wire.send(self.sock, wire.Go(encoded, nonce, **flags), fd)
+        ran, out_fd = self.answer(limit_s, (wire.Ran,))
         self.spans.append((since, time.monotonic()))
-        if len(ran.outputs) != calls:
-            if fd is not None:
-                os.close(fd)
-            raise Verdict("incorrect", f"{calls} calls were run but {len(ran.outputs)} outputs came back")
-        outs, ins = self.outputs_of(ran, fd)
+        if ran.nonce != nonce or len(ran.outputs) != len(encoded) and not flags.get("repeat"):
+            if out_fd is not None:
+                os.close(out_fd)
+            if ran.nonce != nonce:
+                raise wire.ProtocolError("an answer that does not echo its Go's nonce")
+            raise Verdict("incorrect", f"{len(encoded)} calls were run but {len(ran.outputs)} "
+                          "outputs came back")
+        outs, ins = self.outputs_of(ran, out_fd)
         wall_ms = (time.perf_counter() - start) * 1e3
         self.carrier.unmap()
         return ran, outs, ins, wall_ms
+
+    def check_quiet(self) -> None:
+        """Nothing may arrive unasked: an answer sent before its Go is a protocol violation."""
+        ready, _, _ = select.select([self.sock], [], [], 0)
+        if ready:
+            raise wire.ProtocolError("the worker sent a frame before it was asked (an answer ahead of "
+                                     "its Go)")
 
     def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]:
         """Copies here of the candidate's outputs (and reported inputs) from what came with `ran`."""
@@ -165,10 +189,10 @@ class Link:
         self.out_bytes, self.out_count = layout(flat)[1], len(flat)
 
     def settle(self) -> None:
-        """Wait until the untrusted worker has done what it does after answering (unmapping,
-        giving device memory back), so none of it overlaps the reference that runs next: an
-        empty Stage, which it answers only after that."""
-        self.ask(wire.Stage([], 0))
+        """Wait until the worker has done what it does after answering (unmapping, giving
+        device memory back), so none of it overlaps what runs next: an empty Stage, which it
+        answers only after that."""
+        self.ask(wire.Stage(0, False))
 
     def release(self) -> None:
         """Give freed device memory back to the driver (the other process may need it)."""

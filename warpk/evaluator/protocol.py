@@ -76,24 +76,29 @@ class Build:
 
 @dataclass(frozen=True)
 class Stage:
-    """Copy these calls' inputs (memfd attached) onto the device; nothing of the candidate runs."""
+    """Get ready for the next Go: finish what the last one left (unmapping, freeing) and allocate
+    where its outputs will go. Answered only once that is done, so none of it overlaps what is
+    timed next. Carries no inputs: nothing of the next call can be computed here."""
 
-    calls: list[list[Arg]]
-    output_bytes: int = 0  # what the reference's outputs of these calls take: allocated ahead
-    device_memory: bool = False  # these inputs and the next Go's outputs travel as CUDA VMM fds
+    output_bytes: int = 0  # what the reference's outputs of the next Go take: allocated ahead
+    device_memory: bool = False  # the next Go's inputs and outputs travel as CUDA VMM fds
     #                              (warpk.evaluator.cudashare), not memfds
 
 
 @dataclass(frozen=True)
 class Go:
-    """Run every staged call, synchronise, send the outputs (and the inputs, if asked)."""
+    """Run these calls (their inputs in the attached fd), synchronise, send the outputs (and the
+    inputs, if asked). The trusted clock runs from sending this to holding copies of the outputs;
+    the answer must echo `nonce`."""
 
+    calls: list[list[Arg]]
+    nonce: str
     return_inputs: bool = False
     poison: bool = False
-    repeat: int = 0  # > 0: run this many calls cycling through the staged inputs (an energy
+    repeat: int = 0  # > 0: run this many calls cycling through the given inputs (an energy
     #                  loop) and send only the last call's output
-    release: bool = False  # drop the staged inputs, and once the answer is sent give freed
-    #                        device memory back (huge tasks: the trusted side needs it next)
+    release: bool = False  # once the answer is sent, give freed device memory back (huge tasks:
+    #                        the trusted side needs it next)
 
 
 @dataclass(frozen=True)
@@ -117,9 +122,9 @@ class Ran:
 
     status: str
     error: str | None = None
+    nonce: str = ""  # the Go's, echoed: an answer written before its Go cannot carry it
     outputs: list[list[TensorSpec]] = field(default_factory=list)
     inputs_after: list[list[TensorSpec]] = field(default_factory=list)
-    compute_ms: float | None = None  # self-reported time of all calls; checked against the wall
 
 
 UNTRUSTED_REPLIES = (Reply, Ran)
@@ -167,6 +172,13 @@ class MeasureRequest:
     settings: Settings
     first_call_timeout_s: float  # the first forward may JIT-compile (Triton): compile budget then
     energy: EnergySpec | None = None  # None: no measured energy
+    # The reference worker (the same harness as the candidate's, running the task's Model) is
+    # started by the trusted worker in the same sandbox as the candidate's worker:
+    sandbox: str = "process"  # bwrap | process
+    gpu: str | None = None  # the lane's GPU (CUDA_VISIBLE_DEVICES value), None on the CPU
+    memory_limit_gb: float = 0.0  # 0: no RLIMIT_AS for the reference worker
+    candidate_pid: int | None = None  # the root of the candidate's sandbox: frozen while the
+    #                                   reference is timed (warpk.evaluator.freeze)
 
 
 @dataclass(frozen=True)
@@ -188,8 +200,7 @@ class Measurement:
     speedup_high: float | None = None
     calls_per_batch: int | None = None
     batches: int | None = None
-    wall_ms: float | None = None  # the candidate's median go->done per batch, trusted clock
-    clock_confirmed: float | None = None  # share of its reported time the trusted clock confirms
+    freeze: str | None = None  # how the candidate was kept still while the reference was timed
     flops: float | None = None
     min_bytes: float | None = None
     io_bytes: float | None = None  # inputs + outputs of one call

@@ -31,14 +31,10 @@ from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
 from warpk.evaluator.seal import SEALS, seal
 
 ALIGN = 512  # what torch's CUDA caching allocator gives: kernels pick the same paths as for fresh tensors
-TRIP_CHUNK_BYTES = 256 << 20  # the reference's device round trip goes through a buffer this big
 DTYPES = (
     "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 )
 JSON_SCALARS = (int, float, bool, str, type(None))
-# Carrier.calibrate_mapping: device -> (ms at 256 MiB, ms at 2 GiB), measured in this process
-MAPPING_PROBE_BYTES = (256 << 20, 2 << 30)
-_MAPPING_MS: dict[str, tuple[float, float]] = {}
 
 
 def _dtype(torch, name: str):
@@ -318,59 +314,6 @@ class Carrier:
 
     def unmap(self) -> None:
         self.mapped = None
-
-    def calibrate_mapping(self) -> None:
-        """Measure, once per process and device, what a device delivery costs beyond its two
-        copies (the sender's export, the receiver's import and mapping: the reference's round
-        trip pays neither), at MAPPING_PROBE_BYTES, the least of 3 tries each. Call it only while
-        no candidate code runs on the GPU (the trusted worker does, before its first candidate
-        is loaded), so no candidate can slow it. A failure (no memory) leaves no allowance."""
-        key = str(self.device)
-        if not self.on_device or key in _MAPPING_MS:
-            return
-        from warpk.evaluator.cudashare import CudaShareError, delivery_fixed_ms
-
-        try:
-            _MAPPING_MS[key] = tuple(min(delivery_fixed_ms(self.torch, self.device, n) for _ in range(3))
-                                     for n in MAPPING_PROBE_BYTES)
-        except CudaShareError:
-            _MAPPING_MS[key] = (0.0, 0.0)
-
-    def mapping_ms(self, nbytes: int) -> float:
-        """The calibrated mapping cost of a delivery of `nbytes`: linear in the size between (and
-        beyond) the two probes, never negative; 0 for memfds or before `calibrate_mapping`."""
-        small, large = _MAPPING_MS.get(str(self.device), (0.0, 0.0)) if self.on_device else (0.0, 0.0)
-        lo, hi = MAPPING_PROBE_BYTES
-        return max(0.0, small + (large - small) * (nbytes - lo) / (hi - lo))
-
-    def round_trip(self, nbytes: int):
-        """A function that sends tensors there and back the way outputs travel (the reference's
-        delivery cost, which the candidate's wall clock is allowed), prepared for `nbytes`.
-        On the device it goes through a bounded buffer: the same two copies of every byte
-        without a second copy of a huge output."""
-        torch = self.torch
-        if not self.on_device:
-            outbox = Outbox(nbytes)
-
-            def host_trip(tensors: list) -> list[TensorSpec]:
-                fd, specs = outbox.seal_with(torch, tensors)
-                self.unpack(fd, specs, 1 << 50)
-                return specs
-
-            return host_trip
-        staging = torch.empty(max(1, min(nbytes, TRIP_CHUNK_BYTES)), dtype=torch.uint8, device=self.device)
-
-        def device_trip(tensors: list) -> list[TensorSpec]:
-            for t in tensors:
-                flat = t.detach().reshape(-1).view(torch.uint8)
-                for at in range(0, flat.numel(), staging.numel()):
-                    chunk = flat[at : at + staging.numel()]
-                    staging[: chunk.numel()].copy_(chunk)
-                    chunk.copy_(staging[: chunk.numel()])
-            torch.cuda.synchronize(self.device)
-            return layout(tensors)[0]
-
-        return device_trip
 
     def encode_calls(self, calls: list[list]) -> tuple[int | None, list[list[Arg]]]:
         tensors = [a for call in calls for a in call if isinstance(a, self.torch.Tensor)]

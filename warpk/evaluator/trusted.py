@@ -1,53 +1,33 @@
 """The trusted worker: everything that decides a verdict, in a process that never imports
 candidate code.
 
-One per lane, reused across candidates (it runs only the task's reference). For each
-MeasureRequest from the parent (with the socket of a fresh, sandboxed untrusted worker attached)
-it drives the untrusted worker (warpk.evaluator.untrusted) through:
+One per lane, reused across candidates. For each MeasureRequest from the parent (with the socket
+of a fresh, sandboxed untrusted worker attached) it drives the untrusted worker
+(warpk.evaluator.untrusted) and the task's reference worker (the same harness with the task's
+Model, warpk.evaluator.reference) through:
 
-  1. load      the candidate is imported over there                          -> compile_error
-  2. build     Model here and ModelNew there, from one seed drawn per item    -> runtime_error
-  3. correctness: `correctness_trials` trials, each on inputs drawn here from a seed made by
-     `secrets` for that call (unknowable over there before the call); the outputs come back as
-     bytes in a sealed memfd (on a GPU, for batches of >= DEVICE_MEMORY_BYTES, in device memory
-     that is copied here first) and are compared here with the reference's; the first trial runs
-     twice on the same inputs (determinism) and every trial's inputs come back to be checked
-     unmodified (an honest-bug check: the candidate reports them)              -> incorrect
+  1. load      the candidate is imported over there, the task in the reference worker -> compile_error
+  2. build     Model here, in the reference worker and ModelNew over there, one seed  -> runtime_error
+  3. correctness: `correctness_trials` trials on inputs drawn here from `secrets` seeds, sent
+     with the Go that runs them; outputs come back as sealed bytes (or device memory copied
+     here first) and are compared here with this process's reference; the first trial runs
+     twice (determinism); inputs come back to be checked unmodified            -> incorrect
   4. FLOPs and minimum bytes of one reference call (torch's flop counter) for the roofline
-  5. timing: one warmup batch, then `timing_batches` batches of K calls, K sized so a batch of
-     the reference lasts >= batch_target_ms (and fits batch_memory_bytes), each call on its own
-     fresh inputs, reference and candidate in a random order per batch (a task over BIG_IO_BYTES:
-     the candidate first). The reference's time is measured here. The candidate's own CUDA-event
-     (perf_counter on CPU) time is used for resolution only when it is consistent with this
-     process's wall clock from sending `Go` to having copies of its outputs here:
-     reported >= wall - 1.5 x (the reference's delivery overhead + on a GPU the mapping cost of a
-     device delivery, calibrated before the first candidate: Carrier.calibrate_mapping) - slack,
-     else `implausible`. Every timed call's output is verified.                   -> incorrect
-  6. energy (evaluate.energy=nvml|sampler, GPU only): the candidate on the GPU's NVML counter
-     (or the sampler daemon's stream of it, plus the lane's telemetry over the candidate's own
-     batches and windows), read here while its calls run over there, beside the reference's
-     energy, which this lane measured before step 1 (now or for an earlier candidate of the
-     task: energy.ReferenceEnergies); a meter failure is the record's energy_error, never a
-     modelled stand-in
-  7. on a GPU, one correctness trial at each other declared shape (shape-specialised code)
-A batch whose reported time the wall clock contradicts is not used (a stalled batch, or a lie)
-and another is run in its place; more than 3 x `timing_batches` of them -> `implausible`. Speedup =
-median of the per-batch reference/candidate ratios with a distribution-free 95% interval;
-"faster" (records.faster) means its lower end is above 1 + records.SPEED_BIAS_MARGIN.
-
-Every wait on the untrusted worker has a limit: compile_timeout_s for loading, otherwise
-run_timeout_s + run_timeout_factor x the reference's time for the same work -> timeout.
-
-Session lives in four modules, read in this order: this one (the protocol's order, the reference,
-correctness), `link` (messages and tensors to and from the untrusted worker, the bounds on both),
-`timing_phase` (step 5) and `energy_phase` (step 6).
+  5. timing (warpk.evaluator.timing_phase): both sides timed by this process's clock through
+     the identical round trip, the candidate frozen while the reference runs     -> speedup
+  6. energy (evaluate.energy=nvml|sampler, GPU only; warpk.evaluator.energy_phase)
+  7. on a GPU, one correctness trial at each other declared shape
+Every wait on a worker has a limit: compile_timeout_s for loading, otherwise run_timeout_s +
+run_timeout_factor x the reference's time for the same work -> timeout. A failure of the task's
+reference or of the reference worker is `harness_error` (the parent stops the run), never the
+candidate's verdict, except running out of the shared GPU's memory or time after the candidate ran.
 
 Non-goals: no sandboxing (warpk.evaluator.sandbox), no records (warpk.evaluator.assemble).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import secrets
 import socket
@@ -62,40 +42,12 @@ from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, finger
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
 from warpk.evaluator.energy_phase import EnergyPhases
+from warpk.evaluator.freeze import FreezeError, Freezer, NoFreeze
+from warpk.evaluator.hostmem import available_host_bytes, host_peak_bytes
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
-from warpk.evaluator.timing_phase import TimingPhase
+from warpk.evaluator.reference import ReferenceWorkers
+from warpk.evaluator.timing_phase import calls_per_batch, time_batches
 from warpk.evaluator.transport import layout
-
-
-def host_peak_bytes(torch, task) -> int | None:
-    """A lower bound of the host bytes the protocol holds at its peak for one call of `task` on
-    the CPU, from its inputs (I) and the reference's outputs (O) sized on the meta device: the
-    big-task path's max(2I, I + 2O) in the workers plus the memfds that carry I and O
-    (docs/evaluator.md section 3); None when the task cannot be sized that way."""
-    try:
-        with torch.device("meta"):
-            torch.manual_seed(0)
-            inputs = list(task.get_inputs())
-            model = task.Model(*task.get_init_inputs())
-            outputs = flatten(model(*inputs))
-    except Exception:  # noqa: BLE001 - data-dependent code: not checkable without data
-        return None
-    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-    outs = [t for t in outputs if isinstance(t, torch.Tensor)]
-    in_bytes = sum(t.numel() * t.element_size() for t in tensors)
-    out_bytes = sum(t.numel() * t.element_size() for t in outs)
-    return max(2 * in_bytes, in_bytes + 2 * out_bytes) + in_bytes + out_bytes
-
-
-def available_host_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (None where there is none)."""
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def _load_task(source: str) -> types.ModuleType:
@@ -105,23 +57,34 @@ def _load_task(source: str) -> types.ModuleType:
     return module
 
 
-class Session(TimingPhase, EnergyPhases, Link):
-    """One candidate's measurement: the reference here, the candidate behind `sock` (Link), in
-    the protocol's order (`run`)."""
+class HarnessError(Exception):
+    """Our side failed (the task's reference cannot be loaded, built or run, the reference
+    worker died): never the candidate's verdict. The parent stops the run on it."""
+
+
+class Session(EnergyPhases, Link):
+    """One candidate's measurement: the reference here and in the reference worker, the
+    candidate behind `sock` (Link), in the protocol's order (`run`)."""
 
     def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket,
-                 energies: ReferenceEnergies | None = None):
+                 energies: ReferenceEnergies | None = None, references: ReferenceWorkers | None = None):
         super().__init__(torch, dev, request.settings, sock)
         self.request = request
         self.energies = energies if energies is not None else ReferenceEnergies()
+        self.references = references if references is not None else ReferenceWorkers()
         self.ref_energy: ReferenceEnergy | None = None
         self.ref_energy_error: str | None = None
-        self.task = _load_task(request.task_source)
+        try:
+            self.task = _load_task(request.task_source)
+        except Exception as err:  # noqa: BLE001 - the task file is ours to get right
+            raise HarnessError(f"the task's source does not load: {one_line(err)}") from err
         self.constants = {
             k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
         }
         self.result: dict = {"device": dev.name}
-        self.confirmed_call_ms = 0.0  # per call, what the trusted clock confirmed while timing
+        self.confirmed_call_ms = 0.0  # per call, what the candidate's timed batches took
+        self.ref_link: Link | None = None
+        self.freezer: Freezer | None = None
 
     # --- the reference side ------------------------------------------------------------------------
     def apply_shape(self, shape: str) -> None:
@@ -152,35 +115,54 @@ class Session(TimingPhase, EnergyPhases, Link):
             values = self.task.get_inputs()
         return [x.to(self.dev.device) if isinstance(x, torch.Tensor) else x for x in values]
 
-    def build(self) -> None:
-        """Model here and ModelNew over there from one fresh seed."""
+    def build(self, with_reference_worker: bool = False) -> None:
+        """Model here (and in the reference worker) and ModelNew over there from one fresh seed."""
         torch = self.torch
         self.phase = "build"
         seed = secrets.randbits(31)
         init_args = list(self.task.get_init_inputs())
-        with torch.device(self.dev.device):
-            torch.manual_seed(seed)
-            self.reference = self.task.Model(*init_args).to(self.dev.device).eval()
+        try:
+            with torch.device(self.dev.device):
+                torch.manual_seed(seed)
+                self.reference = self.task.Model(*init_args).to(self.dev.device).eval()
+        except (MemoryError, torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as err:  # noqa: BLE001 - the task's Model: ours
+            raise HarnessError(f"the task's Model(...) cannot be built: {one_line(err)}") from err
         fd, (encoded,) = self.carriers[False].encode_calls([init_args])
         try:
+            if with_reference_worker:
+                with self.reference_side("build"):
+                    self.ref_link.ask(wire.Build(seed, encoded), fd, self.s.compile_timeout_s)
             self.ask(wire.Build(seed, encoded), fd, self.limit_for(1) + self.s.run_timeout_s)
         finally:
             if fd is not None:
                 os.close(fd)
 
-    def reference_batch(self, calls: list[list]) -> tuple[list, float, float]:
-        """(outputs, compute ms, wall ms) of the reference, delivered the way the candidate's are:
-        packed, described, and copied back out."""
-        trip = self.carrier_for(len(calls)).round_trip(self.out_bytes * len(calls))
-        start = time.perf_counter()
-        outputs, compute_ms = self.dev.run_calls(self.reference, calls)
-        flat = [flatten(out) for out in outputs]
-        it = iter(trip([o for out in flat for o in out]))
-        # the answer's metadata, encoded, parsed and validated as the candidate's is
-        ran = wire.Ran("ok", None, [[next(it) for _ in out] for out in flat], [], compute_ms)
-        wire.decode(json.loads(json.dumps(wire.to_wire(ran))), (wire.Ran,))
-        wall_ms = (time.perf_counter() - start) * 1e3
-        return outputs, compute_ms, wall_ms
+    def run_reference(self, inputs: list):
+        """The reference's outputs here (correctness); its own failure is the harness's."""
+        try:
+            return self.reference(*inputs)
+        except (MemoryError, self.torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as err:  # noqa: BLE001 - the task's forward: ours
+            raise HarnessError(f"the task's reference raised {one_line(err)}") from err
+
+    @contextlib.contextmanager
+    def reference_side(self, what: str):
+        """Failures of the reference worker are the harness's, except running out of the GPU's
+        memory or time once the candidate (which shares the GPU) has run: those are its."""
+        try:
+            yield
+        except (Verdict, wire.ProtocolError) as err:
+            self.references.discard()
+            status = getattr(err, "status", "crashed")
+            reason = getattr(err, "reason", str(err))
+            if self.went and (status == "timeout" or "out of memory" in reason):
+                raise Verdict(status if status == "timeout" else "runtime_error",
+                              f"the reference worker failed in {what} after the candidate ran "
+                              f"(it shares the device): {reason}"[:500]) from err
+            raise HarnessError(f"the reference worker failed in {what}: {status}: {reason}"[:500]) from err
 
     # --- the protocol ------------------------------------------------------------------------------
     def correctness(self) -> int:
@@ -192,7 +174,7 @@ class Session(TimingPhase, EnergyPhases, Link):
 
         def reference(inputs: list):
             start = time.perf_counter()
-            out = self.reference(*inputs)
+            out = self.run_reference(inputs)
             self.dev.sync()
             ref_times.append(time.perf_counter() - start)
             self.ref_call_s = max(ref_times)  # the next limit scales with the reference too
@@ -214,12 +196,12 @@ class Session(TimingPhase, EnergyPhases, Link):
             elif ref_out is None:
                 ref_out = reference(inputs)
             repeats = 2 if trial == 0 and not big else 1
-            encoded = self.encode([inputs] * repeats)
             prints = [fingerprint(torch, inputs)]
+            calls = [inputs] * repeats
             del inputs  # the candidate's copy is packed; ours is drawn again from the seed if needed
-            self.stage_encoded(*encoded)  # after the reference: its inputs reach it just before Go
             limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
-            _, outs, ins, _ = self.go(repeats, limit, return_inputs=not big, poison=True, release=big)
+            _, outs, ins, _ = self.go(calls, limit, consume=True, return_inputs=not big, poison=True,
+                                      release=big)
             if big:
                 self.settle()
                 inputs = self.inputs(seed)
@@ -246,7 +228,7 @@ class Session(TimingPhase, EnergyPhases, Link):
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False) as counter:
-            out = self.reference(*inputs)
+            out = self.run_reference(inputs)
         outs = [o for o in flatten(out) if isinstance(o, torch.Tensor)]
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         io_bytes = sum(t.numel() * t.element_size() for t in tensors + outs)
@@ -256,6 +238,23 @@ class Session(TimingPhase, EnergyPhases, Link):
             min_bytes=float(io_bytes + sum(p.numel() * p.element_size() for p in params)),
             io_bytes=float(io_bytes),
         )
+
+    def timing(self) -> None:
+        """Both sides through the same round trip on this process's clock (timing_phase)."""
+        s = self.s
+        self.phase = "timing"
+        ref = self.ref_link
+        ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
+        k = calls_per_batch(self.ref_call_s, self.result["io_bytes"], s.batch_target_ms, s.batch_memory_bytes)
+
+        def verify(ref_out, out, where: str) -> None:
+            check_correct(self.torch, ref_out, out, s, where)
+
+        with self.reference_side("timing"):
+            timing = time_batches(self, ref, self.freezer, self.inputs, verify, k, s.timing_batches,
+                                  self.result["io_bytes"] > BIG_IO_BYTES, self.torch)
+        self.result.update(timing.fields())
+        self.confirmed_call_ms = statistics.median(timing.new_ms)
 
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
@@ -268,28 +267,42 @@ class Session(TimingPhase, EnergyPhases, Link):
             self.apply_shape(name)
             self.build()
             inputs = self.inputs(secrets.randbits(63))
-            ref_out = self.reference(*inputs)
+            ref_out = self.run_reference(inputs)
             self.size_outputs(ref_out)
-            self.stage([inputs])
+            calls = [inputs]
             del inputs
-            _, (out,), _, _ = self.go(1, self.limit_for(1) + self.s.run_timeout_s)
+            _, (out,), _, _ = self.go(calls, self.limit_for(1) + self.s.run_timeout_s, consume=True)
             check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
+
+    def start_reference_worker(self) -> None:
+        """The reference worker for this task (started now, or kept from its last candidate)."""
+        worker = self.references.for_request(self.request)
+        self.ref_link = Link(self.torch, self.dev, self.s, worker.sock)
+        self.ref_link.phase = "load"
+        self.ref_worker = worker
 
     def run(self) -> wire.Measurement:
         torch, s = self.torch, self.s
         self.apply_shape(self.request.shape)
         self.check_host_memory()
         self.reference_energy()  # before the candidate exists on this lane
-        if self.dev.cuda:  # likewise: no candidate may slow what the wall bound allows
-            self.release()
-            self.carriers[True].calibrate_mapping()
+        self.release()
+        self.start_reference_worker()  # loads the task while the candidate loads
+        # The candidate's sandbox goes into a cgroup of its own while it is still our idle
+        # harness, so everything it ever spawns is inside (warpk.evaluator.freeze).
+        self.freezer = Freezer(self.request.candidate_pid) if self.request.candidate_pid else NoFreeze()
         start = time.perf_counter()
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)
         self.result["compile_s"] = time.perf_counter() - start
+        try:
+            self.ref_worker.wait_loaded(s.compile_timeout_s)
+        except RuntimeError as err:
+            self.references.discard()
+            raise HarnessError(str(err)) from err
         start = time.perf_counter()
         with torch.no_grad():
-            self.build()
+            self.build(with_reference_worker=True)
             self.work_estimate(self.inputs(self.correctness()))
             self.result["correctness_s"] = time.perf_counter() - start
             with self.lane_telemetry():
@@ -302,18 +315,25 @@ class Session(TimingPhase, EnergyPhases, Link):
 
 
 def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.socket,
-            energies: ReferenceEnergies | None = None) -> wire.Measurement:
+            energies: ReferenceEnergies | None = None,
+            references: ReferenceWorkers | None = None) -> wire.Measurement:
     """One request; never raises for what the candidate does."""
     if request.device not in devices:
         devices[request.device] = Device(torch, request.device)
     torch.set_num_threads(request.settings.num_threads)
     session = None
     try:
-        session = Session(torch, devices[request.device], request, sock, energies)
+        session = Session(torch, devices[request.device], request, sock, energies, references)
         return session.run()
+    except HarnessError as err:
+        return wire.Measurement("harness_error", f"evaluation failed: {err}"[:500],
+                                session.phase if session else "load")
     except Verdict as verdict:
         fields = session.result if session else {}
         return wire.Measurement(verdict.status, verdict.reason, session.phase if session else None, **fields)
+    except FreezeError as err:
+        return wire.Measurement("crashed", f"the candidate's sandbox could not be frozen: {err}",
+                                session.phase if session else None)
     except wire.PeerClosed:
         phase = session.phase if session else None
         return wire.Measurement("crashed", f"the candidate's worker died in the {phase} phase", phase)
@@ -329,12 +349,16 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
         # After it ran, the candidate (which shares the GPU) may hold the memory: its failure.
         reason = f"out of memory on the reference's side after the candidate ran: {one_line(err)}"
         return wire.Measurement("runtime_error", reason[:500], phase, **fields)
-    except Exception as err:  # noqa: BLE001 - the task or this harness failed: say so
+    except Exception as err:  # noqa: BLE001 - this harness failed: say so
         where = "".join(traceback.format_exception_only(err)).strip()[-300:]
-        status = "crashed" if "CUDA error" in str(err) else "runtime_error"
-        return wire.Measurement(status, f"evaluation failed: {one_line(err)} ({where})",
+        if "CUDA error" in str(err):  # a device fault: the candidate's process shares the device
+            return wire.Measurement("crashed", f"evaluation failed: {one_line(err)} ({where})",
+                                    session.phase if session else None)
+        return wire.Measurement("harness_error", f"evaluation failed: {one_line(err)} ({where})"[:500],
                                 session.phase if session else None)
     finally:
+        if session is not None and session.freezer is not None:
+            session.freezer.close()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.empty_cache()
 
@@ -346,6 +370,14 @@ def serve() -> int:
 
     devices: dict = {}
     energies = ReferenceEnergies()  # this lane's, for the run
+    references = ReferenceWorkers()
+    try:
+        return _serve(torch, parent, devices, energies, references)
+    finally:
+        references.close()
+
+
+def _serve(torch, parent, devices, energies, references) -> int:
     while True:
         try:
             request, fd = wire.recv(parent, (wire.MeasureRequest,))
@@ -356,7 +388,7 @@ def serve() -> int:
             continue
         sock = socket.socket(fileno=fd)
         try:
-            result = measure(torch, devices, request, sock, energies)
+            result = measure(torch, devices, request, sock, energies, references)
         finally:
             sock.close()
         wire.send(parent, result)

@@ -6,14 +6,17 @@ trusted worker, which drives it:
 
     Load   import the candidate (load_inline builds into $TORCH_EXTENSIONS_DIR) -> Reply
     Build  ModelNew(*init_args) under the seed the reference was built with      -> Reply
-    Stage  copy a batch of calls' inputs onto the device                          -> Reply
-    Go     run the staged calls back to back, synchronise, send the outputs      -> Ran
-           (repeat=n: an energy loop of n calls over the staged inputs, last output only)
+    Stage  get ready for the next Go (allocate where its outputs go)             -> Reply
+    Go     take the calls' inputs (they come with it), run them back to back,    -> Ran
+           synchronise, send the outputs (repeat=n: an energy loop of n calls
+           cycling through the inputs, last output only); echo the Go's nonce
 
 Everything here runs in the candidate's process, so the candidate can rebind any of it: nothing
-this module reports is believed. Its outputs are verified by the trusted worker, its time is
-bounded by the trusted worker's wall clock, and what it can reach of the machine is the
-sandbox's business. The code only has to be right for honest candidates.
+this module reports is believed. Its outputs are verified by the trusted worker, its time is the
+trusted worker's clock from sending Go to holding the outputs, and what it can reach of the
+machine is the sandbox's business. The code only has to be right for honest candidates.
+The task's reference is timed through this same module, in a worker of its own (the reference
+worker, warpk.evaluator.reference), so the round trip costs the same on both sides.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ def load(source: str) -> types.ModuleType:
 
 
 class Harness:
-    """The state of one untrusted worker: the candidate, its model, the staged calls."""
+    """The state of one untrusted worker: the candidate, its model, its outputs' buffers."""
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
@@ -95,7 +98,6 @@ class Harness:
         self.dev: Device | None = None
         self.module = None
         self.model = None
-        self.staged: list[list] = []
         self.carriers: dict[bool, Carrier] = {}  # by device_memory
         self.carrier: Carrier | None = None  # the last Stage's: the next outputs go the same way
         self.outbox = None  # where the next outputs go, allocated ahead
@@ -131,52 +133,51 @@ class Harness:
             return failure(err, "ModelNew(...)")
         return wire.Reply("ok")
 
-    def on_stage(self, msg: wire.Stage, fd: int | None) -> wire.Reply:
-        self.staged = []
+    def on_stage(self, msg: wire.Stage) -> wire.Reply:
+        """Ready for the next Go: its outputs' buffer allocated ahead (no inputs come here)."""
         self.carrier = self.carriers[msg.device_memory and self.dev.cuda]
-        self.staged = self.carrier.decode_calls(fd, msg.calls)
         if self.outbox is not None:
             self.outbox.close()
         self.outbox = self.carrier.outbox(min(msg.output_bytes, 1 << 40))
         self.dev.sync()
         return wire.Reply("ok")
 
-    def on_go(self, msg: wire.Go) -> tuple[wire.Ran, int | None]:
+    def on_go(self, msg: wire.Go, fd: int | None) -> tuple[wire.Ran, int | None]:
         torch, dev = self.torch, self.dev
+        staged = self.carrier.decode_calls(fd, msg.calls)  # the inputs arrive only now
         if msg.poison:
-            dev.poison(self.staged)
-        calls, last_only = self.staged, False
-        if msg.repeat > 0:  # an energy loop: cycle through the staged inputs, keep the last output
-            calls = (self.staged[i % len(self.staged)] for i in range(msg.repeat))
+            dev.poison(staged)
+        calls, last_only = staged, False
+        if msg.repeat > 0:  # an energy loop: cycle through the given inputs, keep the last output
+            calls = (staged[i % len(staged)] for i in range(msg.repeat))
             last_only = True
         try:
             with torch.no_grad():
-                outputs, compute_ms = dev.run_calls(self.model, calls, last_only)
+                outputs = dev.run_calls(self.model, calls, last_only)
         except Exception as err:  # noqa: BLE001
             reply = failure(err, "forward")
-            return wire.Ran(reply.status, reply.error), None
+            return wire.Ran(reply.status, reply.error, msg.nonce), None
         if last_only and self.outbox is not None:
-            self.outbox.close()  # sized for the staged calls; one output goes back
+            self.outbox.close()  # sized for every call; one output goes back
             self.outbox = None
         flat = [flatten(o) for o in outputs]
         for call in flat:
             for o in call:
                 if type(o) is not torch.Tensor and type(o) is not torch.nn.Parameter:
-                    return wire.Ran("incorrect", f"forward returned a {type(o).__name__}, not a tensor"), None
+                    reason = f"forward returned a {type(o).__name__}, not a tensor"
+                    return wire.Ran("incorrect", reason, msg.nonce), None
         tensors = [o for call in flat for o in call]
-        staged = self.staged if msg.return_inputs else []
-        inputs = [a for call in staged for a in call if isinstance(a, torch.Tensor)]
+        returned = staged if msg.return_inputs else []
+        inputs = [a for call in returned for a in call if isinstance(a, torch.Tensor)]
         outbox, self.outbox = self.outbox or self.carrier.outbox(), None
         fd, specs = outbox.seal_with(torch, tensors + inputs)
-        # Unmapped after the answer is sent, not inside the timed wall: the outputs' buffer and,
-        # when they go now, the staged inputs (views of the trusted side's device memory).
-        self.sent = (outbox, self.staged)
+        # Unmapped after the answer is sent, not inside the timed wall: the outputs' buffer and
+        # the inputs (on a GPU, views of the trusted side's device memory).
+        self.sent = (outbox, staged)
         it = iter(specs)
         out_specs = [[next(it) for _ in call] for call in flat]
-        in_specs = [[next(it) for a in call if isinstance(a, torch.Tensor)] for call in staged]
-        if msg.repeat == 0 or msg.release:
-            self.staged = []
-        return wire.Ran("ok", None, out_specs, in_specs, compute_ms), fd
+        in_specs = [[next(it) for a in call if isinstance(a, torch.Tensor)] for call in returned]
+        return wire.Ran("ok", None, msg.nonce, out_specs, in_specs), fd
 
     def after_send(self, msg: wire.Go) -> None:
         """What waits until the trusted side has our outputs: unmapping, and for huge tasks giving
@@ -206,9 +207,9 @@ class Harness:
             if isinstance(msg, wire.Build):
                 wire.send(self.sock, self.on_build(msg, fd))
             elif isinstance(msg, wire.Stage):
-                wire.send(self.sock, self.on_stage(msg, fd))
+                wire.send(self.sock, self.on_stage(msg))
             else:
-                ran, out_fd = self.on_go(msg)
+                ran, out_fd = self.on_go(msg, fd)
                 wire.send(self.sock, ran, out_fd)
                 if out_fd is not None:
                     os.close(out_fd)

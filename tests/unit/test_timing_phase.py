@@ -1,0 +1,97 @@
+"""The v3 timing loop (warpk.evaluator.timing_phase.time_batches) with in-process fake sides:
+only the trusted clock's round trips count, the candidate is frozen whenever the reference runs,
+and huge tasks run the candidate first on inputs drawn again for the reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpk.evaluator.checks import Verdict
+from warpk.evaluator.timing_phase import calls_per_batch, time_batches
+
+
+class Still:
+    method = "fake"
+
+    def __init__(self):
+        self.frozen = False
+        self.freezes = 0
+
+    def freeze(self):
+        self.frozen, self.freezes = True, self.freezes + 1
+
+    def thaw(self):
+        self.frozen = False
+
+
+class FakeSide:
+    """A worker whose round trips take `wall_ms` on the trusted clock; outputs = f(inputs)."""
+
+    def __init__(self, name, wall_ms, still, log, f=lambda x: x * 2):
+        self.name, self.wall_ms, self.still, self.log, self.f = name, wall_ms, still, log, f
+
+    def go(self, calls, limit_s, consume=False, **flags):
+        self.log.append((self.name, self.still.frozen, [c[0] for c in calls]))
+        outs = [[self.f(c[0])] for c in calls]
+        if consume:
+            calls.clear()
+        return None, outs, [], self.wall_ms * len(outs)
+
+    def settle(self):
+        pass
+
+    def limit_for(self, calls):
+        return 10.0
+
+
+def verify(ref_out, out, where):
+    if ref_out != out:
+        raise Verdict("incorrect", f"{where}: differs")
+
+
+def run(k=3, batches=9, big=False, cand_ms=1.0, ref_ms=2.0, cand_f=lambda x: x * 2):
+    still, log = Still(), []
+    cand = FakeSide("candidate", cand_ms, still, log, cand_f)
+    ref = FakeSide("reference", ref_ms, still, log)
+    timing = time_batches(cand, ref, still, lambda seed: [seed % 1000], verify, k, batches, big, torch)
+    return timing, log, still
+
+
+def test_the_speedup_is_the_ratio_of_the_trusted_round_trips():
+    timing, _, _ = run(cand_ms=1.0, ref_ms=2.5)
+    fields = timing.fields()
+    assert fields["speedup"] == pytest.approx(2.5)
+    assert fields["runtime_ms"] == pytest.approx(1.0) and fields["ref_runtime_ms"] == pytest.approx(2.5)
+    assert fields["batches"] == 9 and fields["calls_per_batch"] == 3 and fields["freeze"] == "fake"
+
+
+def test_the_candidate_is_frozen_whenever_the_reference_runs_and_never_while_it_runs():
+    _, log, still = run(batches=20)
+    assert {frozen for side, frozen, _ in log if side == "reference"} == {True}
+    assert {frozen for side, frozen, _ in log if side == "candidate"} == {False}
+    orders = {tuple(side for side, _, _ in log[i:i + 2]) for i in range(0, len(log), 2)}
+    assert orders == {("candidate", "reference"), ("reference", "candidate")}  # random order
+    assert not still.frozen  # thawed at the end: energy and other shapes come next
+
+
+def test_both_sides_get_the_same_inputs_and_every_output_is_verified():
+    _, log, _ = run()
+    for i in range(0, len(log), 2):
+        assert log[i][2] == log[i + 1][2]
+    with pytest.raises(Verdict, match="timed call 0 of batch 0"):
+        run(cand_f=lambda x: x * 3)
+
+
+def test_a_huge_task_runs_the_candidate_first_and_redraws_the_reference_inputs():
+    _, log, _ = run(big=True, batches=4)
+    assert [side for side, _, _ in log] == ["candidate", "reference"] * 5
+    for i in range(0, len(log), 2):
+        assert log[i][2] == log[i + 1][2]  # drawn again from the same seeds
+
+
+def test_batches_are_sized_by_the_references_time_and_memory():
+    assert calls_per_batch(0.001, 1e3, 20.0, 1 << 30) == 20
+    assert calls_per_batch(1e-9, 1e3, 20.0, 1 << 30) == 4096  # capped
+    assert calls_per_batch(0.001, 1 << 29, 20.0, 1 << 30) == 2  # memory first
+    assert calls_per_batch(10.0, 1 << 31, 20.0, 1 << 30) == 1

@@ -1,0 +1,185 @@
+"""Keeping the candidate still while the reference is timed (evaluator v3, a clean reference).
+
+A candidate must not be able to raise its speedup by slowing the reference: threads it leaves
+running, helper processes in sessions of their own, busy loops between its batches. So while the
+reference worker runs a timed batch, every process of the candidate's sandbox is frozen, and the
+freeze is confirmed before the reference's clock starts:
+
+- `cgroup`: the sandbox's processes are moved into a cgroup v2 of their own before the candidate
+  is loaded (while the worker is still our harness, idle), so everything it ever spawns is born
+  inside; `cgroup.freeze` = 1, confirmed by `frozen 1` in `cgroup.events`. Nothing escapes.
+- `sigstop` (no writable cgroup v2 hierarchy): SIGSTOP to every process found under the
+  sandbox's root in /proc, walked again until a walk finds every thread stopped and no process it
+  has not stopped. Under bwrap the sandbox has its own PID namespace, so orphans stay under its
+  init; in `process` mode an orphan reparented outside the tree escapes (stated in the threat
+  model).
+
+On a GPU a frozen process's queued kernels still run: that part is not covered here.
+
+Non-goals: no timing, no resource limits (memory.max and pids.max are the sandbox's business).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+CONFIRM_TIMEOUT_S = 5.0
+POLL_S = 0.0005
+
+
+class FreezeError(RuntimeError):
+    """The candidate could not be confirmed frozen (its verdict: it cannot be timed cleanly)."""
+
+
+def process_tree(root: int) -> set[int]:
+    """`root` and every process below it, from /proc (threads' children included)."""
+    found, stack = set(), [root]
+    while stack:
+        pid = stack.pop()
+        if pid in found:
+            continue
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        found.add(pid)
+        for task in tasks:
+            try:
+                stack += [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def _cgroup2_root() -> Path | None:
+    """The mount point of a writable cgroup v2 hierarchy, or None."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 2 and parts[2] == "cgroup2":
+            root = Path(parts[1])
+            if os.access(root, os.W_OK) and (root / "cgroup.procs").exists():
+                return root
+    return None
+
+
+def _all_stopped(pid: int) -> bool:
+    """Every thread of `pid` is stopped (or gone)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        state = stat[stat.rindex(")") + 2]
+        if state not in "TtXZ":
+            return False
+    return True
+
+
+class Freezer:
+    """Freezes and thaws the processes under `root` (the candidate's sandbox)."""
+
+    def __init__(self, root: int):
+        self.root = root
+        self.cgroup: Path | None = None
+        self.stopped: set[int] = set()
+        base = _cgroup2_root()
+        if base is not None:
+            for stale in (base / "warpk").glob("sandbox-*"):  # emptied since an earlier close
+                try:
+                    stale.rmdir()
+                except OSError:
+                    pass
+            try:
+                group = base / "warpk" / f"sandbox-{root}-{secrets.token_hex(4)}"
+                group.mkdir(parents=True)
+                for pid in sorted(process_tree(root)):
+                    try:
+                        (group / "cgroup.procs").write_text(str(pid))
+                    except ProcessLookupError:
+                        continue
+                self.cgroup = group
+            except OSError:
+                self.cgroup = None
+        self.method = "cgroup" if self.cgroup is not None else "sigstop"
+
+    def freeze(self) -> None:
+        """Freeze, and return only once the freeze is confirmed (else FreezeError)."""
+        deadline = time.monotonic() + CONFIRM_TIMEOUT_S
+        if self.cgroup is not None:
+            (self.cgroup / "cgroup.freeze").write_text("1")
+            while "frozen 1" not in (self.cgroup / "cgroup.events").read_text():
+                if time.monotonic() > deadline:
+                    raise FreezeError(f"the candidate's cgroup did not freeze in {CONFIRM_TIMEOUT_S:g} s")
+                time.sleep(POLL_S)
+            return
+        while True:
+            tree = process_tree(self.root)
+            for pid in tree - self.stopped:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+                self.stopped.add(pid)
+            if all(_all_stopped(pid) for pid in tree) and process_tree(self.root) <= self.stopped:
+                return
+            if time.monotonic() > deadline:
+                raise FreezeError(f"the candidate's processes did not all stop in {CONFIRM_TIMEOUT_S:g} s")
+            time.sleep(POLL_S)
+
+    def thaw(self) -> None:
+        if self.cgroup is not None:
+            try:
+                (self.cgroup / "cgroup.freeze").write_text("0")
+            except OSError:
+                pass
+            return
+        for pid in self.stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.stopped = set()
+
+    def close(self) -> None:
+        """Thaw (a killed process must be able to die) and remove the cgroup once it is empty."""
+        self.thaw()
+        if self.cgroup is None:
+            return
+        try:
+            (self.cgroup / "cgroup.kill").write_text("1")  # everything of this candidate ends here
+        except OSError:
+            pass
+        deadline = time.monotonic() + 0.5  # else the next Freezer removes it once it is empty
+        while time.monotonic() < deadline:
+            try:
+                self.cgroup.rmdir()
+                return
+            except OSError:
+                time.sleep(0.01)
+
+
+class NoFreeze:
+    """No candidate process to freeze (an in-process fake in tests)."""
+
+    method = "none"
+
+    def freeze(self) -> None:
+        pass
+
+    def thaw(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,42 @@
+"""Host memory the CPU protocol needs for a task, sized before anything is allocated.
+
+On the CPU an allocation past the RAM ends in the kernel's OOM killer, not an error, so the
+trusted worker sizes a task's inputs and the reference's outputs on torch's meta device first.
+
+Non-goals: no GPU memory (CUDA raises a catchable error there).
+"""
+
+from __future__ import annotations
+
+from warpk.evaluator.checks import flatten
+
+
+def host_peak_bytes(torch, task) -> int | None:
+    """A lower bound of the host bytes the protocol holds at its peak for one call of `task` on
+    the CPU, from its inputs (I) and the reference's outputs (O) sized on the meta device: the
+    big-task path's max(2I, I + 2O) in the workers plus the memfds that carry I and O
+    (docs/evaluator.md section 3); None when the task cannot be sized that way."""
+    try:
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            inputs = list(task.get_inputs())
+            model = task.Model(*task.get_init_inputs())
+            outputs = flatten(model(*inputs))
+    except Exception:  # noqa: BLE001 - data-dependent code: not checkable without data
+        return None
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    outs = [t for t in outputs if isinstance(t, torch.Tensor)]
+    in_bytes = sum(t.numel() * t.element_size() for t in tensors)
+    out_bytes = sum(t.numel() * t.element_size() for t in outs)
+    return max(2 * in_bytes, in_bytes + 2 * out_bytes) + in_bytes + out_bytes
+
+
+def available_host_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

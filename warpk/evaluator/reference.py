@@ -1,0 +1,103 @@
+"""The reference worker: the task's `Model` in the candidates' own harness, timed the same way.
+
+Evaluator v3 times both sides on the trusted worker's clock through the identical round trip
+(`Go` with the inputs, outputs copied back). So the reference runs in the very harness the
+candidate runs in (warpk.evaluator.untrusted, started by warpk.evaluator.sandbox in the same
+sandbox, with the same environment and limits), loaded with the task's source plus
+`ModelNew = Model`: trusted code in a process of its own. Its transport, mapping and launch
+costs are the candidate's, and cancel in the ratio.
+
+The trusted worker owns it: one per (task, shape, device) at a time, kept across the task's
+candidates (each candidate's `Build` rebuilds its model under that candidate's seed) and replaced
+when the task changes. It never sees candidate code.
+
+Non-goals: no timing (warpk.evaluator.timing_phase), no verdicts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.sandbox import Limits, UntrustedProcess
+
+
+def reference_source(task_source: str, overrides: dict) -> str:
+    """The task's module with a shape's constants set and its Model exported as ModelNew."""
+    lines = [task_source, ""]
+    lines += [f"{name} = {value!r}" for name, value in overrides.items()]
+    lines += ["ModelNew = Model", ""]
+    return "\n".join(lines)
+
+
+def worker_key(request: wire.MeasureRequest) -> tuple:
+    """What a reference worker is for: the source it loaded and how it was started."""
+    source = reference_source(request.task_source, request.shapes.get(request.shape, {}))
+    return (hashlib.sha256(source.encode()).hexdigest(), request.device, request.gpu,
+            request.settings.num_threads, request.sandbox, request.memory_limit_gb)
+
+
+class ReferenceWorker:
+    """A started reference worker; `Load` is sent at once and answered by `wait_loaded`."""
+
+    def __init__(self, request: wire.MeasureRequest):
+        source = reference_source(request.task_source, request.shapes.get(request.shape, {}))
+        self.key = worker_key(request)
+        self.home = Path(tempfile.mkdtemp(prefix="warpk-reference-"))
+        limits = Limits(request.memory_limit_gb, request.settings.num_threads,
+                        address_space_limit=request.device == "cpu")  # as the candidate's
+        env = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "MAX_JOBS": "4"}
+        self.process = UntrustedProcess(request.sandbox, self.home, limits, env, None, request.gpu)
+        self.sock = self.process.sock
+        wire.send(self.sock, wire.Load(source, request.device, request.settings.num_threads))
+        self.loaded: wire.Reply | None = None
+
+    def wait_loaded(self, limit_s: float) -> None:
+        """Its answer to Load; RuntimeError (a harness failure) if the task does not load there."""
+        if self.loaded is not None:
+            return
+        try:
+            reply, fd = wire.recv(self.sock, (wire.Reply,), timeout_s=limit_s)
+        except wire.ProtocolError as err:
+            raise RuntimeError(f"the reference worker did not load the task ({err}; "
+                               f"{self.process.stderr_tail() or 'no output'})") from err
+        if fd is not None:
+            os.close(fd)
+        if reply.status != "ok":
+            raise RuntimeError(f"the reference worker could not load the task: {reply.error}")
+        self.loaded = reply
+
+    def alive(self) -> bool:
+        return self.process.proc.poll() is None
+
+    def close(self) -> None:
+        self.process.kill()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+class ReferenceWorkers:
+    """The trusted worker's current reference worker, replaced when the task changes."""
+
+    def __init__(self):
+        self.current: ReferenceWorker | None = None
+
+    def for_request(self, request: wire.MeasureRequest) -> ReferenceWorker:
+        key = worker_key(request)
+        if self.current is not None and (self.current.key != key or not self.current.alive()):
+            self.close()
+        if self.current is None:
+            self.current = ReferenceWorker(request)
+        return self.current
+
+    def discard(self) -> None:
+        """After a failure on its side: the next request starts a fresh one."""
+        self.close()
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()
+            self.current = None
