@@ -32,7 +32,11 @@ class FakeSide:
         self.name, self.wall_ms, self.still, self.log, self.f = name, wall_ms, still, log, f
 
     def go(self, calls, limit_s, consume=False, **flags):
+        if self.name == "candidate":  # as the real link: thawed for its Go, frozen at its answer
+            self.still.thaw()
         self.log.append((self.name, self.still.frozen, [c[0] for c in calls]))
+        if self.name == "candidate":
+            self.still.freeze()
         outs = [[self.f(c[0])] for c in calls]
         if consume:
             calls.clear()

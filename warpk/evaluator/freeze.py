@@ -94,6 +94,7 @@ class Freezer:
         self.root = root
         self.cgroup: Path | None = None
         self.stopped: set[int] = set()
+        self.frozen = False
         base = _cgroup2_root()
         if base is not None:
             for stale in (base / "warpk").glob("sandbox-*"):  # emptied since an earlier close
@@ -116,6 +117,8 @@ class Freezer:
 
     def freeze(self) -> None:
         """Freeze, and return only once the freeze is confirmed (else FreezeError)."""
+        if self.frozen:
+            return
         deadline = time.monotonic() + CONFIRM_TIMEOUT_S
         if self.cgroup is not None:
             (self.cgroup / "cgroup.freeze").write_text("1")
@@ -123,6 +126,7 @@ class Freezer:
                 if time.monotonic() > deadline:
                     raise FreezeError(f"the candidate's cgroup did not freeze in {CONFIRM_TIMEOUT_S:g} s")
                 time.sleep(POLL_S)
+            self.frozen = True
             return
         while True:
             tree = process_tree(self.root)
@@ -133,12 +137,16 @@ class Freezer:
                     pass
                 self.stopped.add(pid)
             if all(_all_stopped(pid) for pid in tree) and process_tree(self.root) <= self.stopped:
+                self.frozen = True
                 return
             if time.monotonic() > deadline:
                 raise FreezeError(f"the candidate's processes did not all stop in {CONFIRM_TIMEOUT_S:g} s")
             time.sleep(POLL_S)
 
     def thaw(self) -> None:
+        if not self.frozen:
+            return
+        self.frozen = False
         if self.cgroup is not None:
             try:
                 (self.cgroup / "cgroup.freeze").write_text("0")
@@ -154,6 +162,7 @@ class Freezer:
 
     def close(self) -> None:
         """Thaw (a killed process must be able to die) and remove the cgroup once it is empty."""
+        self.frozen = True  # whatever we think: thaw for real
         self.thaw()
         if self.cgroup is None:
             return

@@ -19,9 +19,11 @@ import socket
 import time
 
 from warpk.evaluator import protocol as wire
-from warpk.evaluator.checks import Verdict, flatten
+from warpk.evaluator.checks import Verdict, flatten, same_inputs
 from warpk.evaluator.devices import Device
-from warpk.evaluator.transport import ALIGN, Carrier, layout, tensor_bytes
+from warpk.evaluator.freeze import NoFreeze
+from warpk.evaluator.remote import read_into
+from warpk.evaluator.transport import ALIGN, Carrier, layout, read_back, tensor_bytes
 
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
 # correctness, and the candidate runs first, then the reference on the same inputs drawn again,
@@ -47,8 +49,12 @@ def candidate_text(text: str | None) -> str:
 class Link:
     """The untrusted worker behind `sock`, as the trusted worker talks to it."""
 
-    def __init__(self, torch, dev: Device, settings, sock: socket.socket):
+    def __init__(self, torch, dev: Device, settings, sock: socket.socket, still=None, pid: int | None = None):
         self.torch, self.dev, self.s, self.sock = torch, dev, settings, sock
+        # frozen from its answer to our next message (warpk.evaluator.freeze); its host pid for
+        # reading its outputs out of its memory on the CPU (warpk.evaluator.remote)
+        self.still = still if still is not None else NoFreeze()
+        self.pid = pid
         self.carriers = {on: Carrier(torch, dev.device, on) for on in {False, dev.cuda}}
         self.carrier = self.carriers[False]  # the last Stage's (the next outputs come the same way)
         self.phase = "load"
@@ -61,6 +67,7 @@ class Link:
         self.arrived = 0.0  # when the last answer of the untrusted worker was received
 
     def ask(self, message, fd: int | None = None, limit_s: float | None = None, expect=(wire.Reply,)):
+        self.still.thaw()
         wire.send(self.sock, message, fd)
         return self.answer(limit_s, expect)
 
@@ -106,7 +113,7 @@ class Link:
         self.in_bytes = max(layout(t)[1] for t in tensors)
         self.in_count = max(1, max(len(t) for t in tensors))
         self.carrier = self.carrier_for(len(calls))
-        return self.carrier.encode_calls(calls)
+        return self.carrier.encode_calls(calls, shared=self.remote)
 
     def prepare(self, calls: int) -> None:
         """Stage: the worker finishes what the last Go left and allocates the next outputs'
@@ -123,21 +130,42 @@ class Link:
         if consume:
             calls.clear()
         try:
-            self.prepare(len(calls))
-            return self.go_encoded(fd, encoded, limit_s, **flags)
+            self.prepare(len(encoded))
+            ran, outs, ins, wall_ms = self.go_encoded(fd, encoded, limit_s, **flags)
+            if calls and self.remote:  # it worked on our memfd in place: frozen, it is as it left it
+                self.check_inputs(fd, encoded, calls)
+            return ran, outs, ins, wall_ms
         finally:
             if fd is not None:
                 os.close(fd)
+
+    @property
+    def remote(self) -> bool:
+        """On the CPU the worker copies nothing: inputs in place, outputs read out of it here."""
+        return not self.dev.cuda and self.pid is not None
+
+    def check_inputs(self, fd: int | None, encoded: list, calls: list[list]) -> None:
+        """The inputs as the worker left them (it is frozen) must be the ones it was given."""
+        if fd is None:
+            return
+        specs = [a.tensor for call in encoded for a in call if a.tensor is not None]
+        now = iter(read_back(self.torch, fd, specs))
+        for call in calls:
+            given = [x for x in call if isinstance(x, self.torch.Tensor)]
+            if not same_inputs(self.torch, [next(now) for _ in given], given):
+                raise Verdict("incorrect", "the candidate modified its inputs in place")
 
     def go_encoded(self, fd: int | None, encoded: list, limit_s: float,
                    **flags) -> tuple[wire.Ran, list[list], list[list], float]:
         """`go` with the inputs already encoded (the fd stays the caller's)."""
         nonce = secrets.token_hex(8)
+        self.still.thaw()
         self.check_quiet()
         self.went = True
         start, since = time.perf_counter(), time.monotonic()
         wire.send(self.sock, wire.Go(encoded, nonce, **flags), fd)
         ran, out_fd = self.answer(limit_s, (wire.Ran,))
+        self.still.freeze()  # nothing of it runs while its outputs are copied and checked
         self.spans.append((since, time.monotonic()))
         if ran.nonce != nonce or len(ran.outputs) != len(encoded) and not flags.get("repeat"):
             if out_fd is not None:
@@ -178,10 +206,30 @@ class Link:
             if fd is not None:
                 os.close(fd)
             raise
-        tensors = iter(self.carrier.unpack(fd, specs, allowed))
+        try:
+            if self.remote:
+                if fd is not None:
+                    os.close(fd)
+                tensors = iter(self.read_remote(specs))
+            else:
+                tensors = iter(self.carrier.unpack(fd, specs, allowed))
+        except (RuntimeError, ValueError, OverflowError) as err:  # torch refusing what specs say
+            why = f"tensors that cannot be built from their specs ({one_line(err)})"
+            raise wire.ProtocolError(why) from err
         outs = [[next(tensors) for _ in call] for call in ran.outputs]
         ins = [[next(tensors) for _ in call] for call in ran.inputs_after]
         return outs, ins
+
+    def read_remote(self, specs: list) -> list:
+        """Copies here of the tensors at the addresses `specs` give in the worker's memory."""
+        torch, out = self.torch, []
+        for spec in specs:
+            tensor = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype))
+            nbytes = tensor.numel() * tensor.element_size()
+            if nbytes:
+                read_into(self.pid, spec.offset, nbytes, tensor.data_ptr())
+            out.append(tensor)
+        return out
 
     def size_outputs(self, ref_out) -> None:
         """Bytes and tensor count of one reference call's outputs: what an answer may hold."""

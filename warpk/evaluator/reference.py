@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 
 from warpk.evaluator import protocol as wire
+from warpk.evaluator.freeze import Freezer
+from warpk.evaluator.remote import wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
 
 
@@ -53,6 +55,9 @@ class ReferenceWorker:
         env = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "MAX_JOBS": "4"}
         self.process = UntrustedProcess(request.sandbox, self.home, limits, env, None, request.gpu)
         self.sock = self.process.sock
+        # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
+        self.freezer = Freezer(self.process.proc.pid)
+        self.pid = wait_worker_pid(self.process.proc.pid)
         wire.send(self.sock, wire.Load(source, request.device, request.settings.num_threads))
         self.loaded: wire.Reply | None = None
 
@@ -75,6 +80,7 @@ class ReferenceWorker:
         return self.process.proc.poll() is None
 
     def close(self) -> None:
+        self.freezer.close()
         self.process.kill()
         shutil.rmtree(self.home, ignore_errors=True)
 
@@ -101,3 +107,22 @@ class ReferenceWorkers:
         if self.current is not None:
             self.current.close()
             self.current = None
+
+
+class GuardedSide:
+    """The reference worker's link as the timing sees it: its failures, and only its, go through
+    `guard` (Session.reference_side); the candidate's stay the candidate's."""
+
+    def __init__(self, link, guard):
+        self.link, self.guard = link, guard
+
+    def go(self, calls: list[list], limit_s: float, **flags):
+        with self.guard("timing"):
+            return self.link.go(calls, limit_s, **flags)
+
+    def settle(self) -> None:
+        with self.guard("timing"):
+            self.link.settle()
+
+    def limit_for(self, calls: int) -> float:
+        return self.link.limit_for(calls)

@@ -16,14 +16,17 @@ import fcntl
 import time
 
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
+# Inputs the worker uses in place: writable, so the trusted side can see a write into them, but
+# never resized, so the trusted side's mapping of them cannot fault.
+SIZE_SEALS = fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
 ATTEMPTS, BACKOFF_S = 5, 0.01  # sleeps of 10, 20, 30, 40 ms between the attempts: 0.1 s at most
 
 
-def seal(fd: int) -> None:
-    """Add SEALS to the memfd `fd`; OSError if Linux still refuses after ATTEMPTS tries."""
+def seal(fd: int, seals: int = SEALS) -> None:
+    """Add `seals` to the memfd `fd`; OSError if Linux still refuses after ATTEMPTS tries."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
             return
         except OSError as err:
             if err.errno != errno.EBUSY or attempt == ATTEMPTS:

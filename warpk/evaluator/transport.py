@@ -28,7 +28,7 @@ import sys
 import time
 
 from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
-from warpk.evaluator.seal import SEALS, seal
+from warpk.evaluator.seal import SEALS, SIZE_SEALS, seal
 
 ALIGN = 512  # what torch's CUDA caching allocator gives: kernels pick the same paths as for fresh tensors
 DTYPES = (
@@ -76,7 +76,7 @@ class Outbox:
             os.close(self.fd)
             self.fd = None
 
-    def seal_with(self, torch, tensors: list) -> tuple[int | None, list[TensorSpec]]:
+    def seal_with(self, torch, tensors: list, seals: int = SEALS) -> tuple[int | None, list[TensorSpec]]:
         """(the sealed fd, or None when there are no bytes, one spec per tensor)."""
         specs, needed = layout(tensors)
         if not tensors:
@@ -89,7 +89,7 @@ class Outbox:
                 if t.numel():
                     data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
                     _write_all(self.fd, data, spec.offset)
-            seal(self.fd)
+            seal(self.fd, seals)
         except BaseException:
             self.close()
             raise
@@ -132,8 +132,10 @@ def open_sealed(fd: int | None, needed: int):
 
 def tensor_bytes(torch, spec: TensorSpec) -> int:
     """Bytes of the tensor a spec describes (ProtocolError for a shape or dtype that is none)."""
-    if any(d < 0 for d in spec.shape) or len(spec.shape) > 16:
-        raise ProtocolError(f"shape {spec.shape[:17]} is not a tensor shape")
+    extent = math.prod(max(d, 1) for d in spec.shape) if len(spec.shape) <= 16 else 0
+    if any(d < 0 for d in spec.shape) or len(spec.shape) > 16 or extent >= 1 << 48:
+        raise ProtocolError(f"shape {spec.shape[:17]} is not a tensor shape")  # (an empty one too:
+        #                     its strides must fit, [0, 2**40, 2**40] overflows torch.empty)
     return math.prod(spec.shape) * _dtype(torch, spec.dtype).itemsize
 
 
@@ -201,11 +203,53 @@ def _args(calls: list[list], specs: list[TensorSpec], torch) -> list[list[Arg]]:
 
 
 def decode_calls(torch, fd: int | None, calls: list[list[Arg]], device) -> list[list]:
-    """The calls' arguments with their tensors on `device` (used by the untrusted worker)."""
+    """The calls' arguments with their tensors on `device` (used by the untrusted worker): views
+    of the memfd itself when it is writable and the device is the CPU (shared inputs, which the
+    sender reads back), else copies."""
     specs = [a.tensor for call in calls for a in call if a.tensor is not None]
     size = os.fstat(fd).st_size if fd is not None else 0
-    tensors = iter(unpack(torch, fd, specs, device, size))
+    if fd is not None and str(device) == "cpu" and not _write_sealed(fd):
+        tensors = iter(_shared_views(torch, fd, specs, size))
+    else:
+        tensors = iter(unpack(torch, fd, specs, device, size))
     return [[next(tensors) if a.tensor is not None else a.value for a in call] for call in calls]
+
+
+def _write_sealed(fd: int) -> bool:
+    try:
+        return bool(fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE)
+    except OSError:
+        return False
+
+
+def _shared_views(torch, fd: int, specs: list[TensorSpec], size: int) -> list:
+    """Writable views of a shared memfd (closed here; the mapping lives as long as the views)."""
+    try:
+        needed = max((s.offset + _nbytes(torch, s, size) for s in specs), default=0)
+        if needed == 0:
+            return [torch.empty(s.shape, dtype=_dtype(torch, s.dtype)) for s in specs]
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    buffer = torch.frombuffer(mm, dtype=torch.uint8)
+    return [_view(torch, buffer, s, size) for s in specs]
+
+
+def _view(torch, buffer, spec: TensorSpec, size: int):
+    raw = buffer[spec.offset : spec.offset + _nbytes(torch, spec, size)]
+    return raw.view(_dtype(torch, spec.dtype)).reshape(spec.shape)
+
+
+def read_back(torch, fd: int, specs: list[TensorSpec]) -> list:
+    """Views of what is in a shared memfd now (the trusted side's check of inputs). Private and
+    never written here, so no page is copied; the file is sealed against resizing, so the
+    mapping cannot fault; it lives as long as the views."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return [torch.empty(s.shape, dtype=_dtype(torch, s.dtype)) for s in specs]
+    mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    buffer = torch.frombuffer(mm, dtype=torch.uint8)
+    return [_view(torch, buffer, s, size) for s in specs]
 
 
 # --- device memory (a GPU on both sides) -------------------------------------------------------
@@ -315,9 +359,14 @@ class Carrier:
     def unmap(self) -> None:
         self.mapped = None
 
-    def encode_calls(self, calls: list[list]) -> tuple[int | None, list[list[Arg]]]:
+    def encode_calls(self, calls: list[list], shared: bool = False) -> tuple[int | None, list[list[Arg]]]:
+        """The calls' arguments over one fd; `shared` (host memory only): sealed against resizing
+        but not writing, for a worker that uses them in place and a sender that reads them back."""
         tensors = [a for call in calls for a in call if isinstance(a, self.torch.Tensor)]
-        fd, specs = self.pack(tensors)
+        if shared and not self.on_device:
+            fd, specs = Outbox().seal_with(self.torch, tensors, SIZE_SEALS)
+        else:
+            fd, specs = self.pack(tensors)
         return fd, _args(calls, specs, self.torch)
 
     def decode_calls(self, fd: int | None, calls: list[list[Arg]]) -> list[list]:

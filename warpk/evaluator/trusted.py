@@ -45,7 +45,8 @@ from warpk.evaluator.energy_phase import EnergyPhases
 from warpk.evaluator.freeze import FreezeError, Freezer, NoFreeze
 from warpk.evaluator.hostmem import available_host_bytes, host_peak_bytes
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
-from warpk.evaluator.reference import ReferenceWorkers
+from warpk.evaluator.reference import GuardedSide, ReferenceWorkers
+from warpk.evaluator.remote import wait_worker_pid
 from warpk.evaluator.timing_phase import calls_per_batch, time_batches
 from warpk.evaluator.transport import layout
 
@@ -200,8 +201,11 @@ class Session(EnergyPhases, Link):
             calls = [inputs] * repeats
             del inputs  # the candidate's copy is packed; ours is drawn again from the seed if needed
             limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
-            _, outs, ins, _ = self.go(calls, limit, consume=True, return_inputs=not big, poison=True,
-                                      release=big)
+            # on a GPU the worker works on a device copy: it reports its inputs (an honest-bug
+            # check); on the CPU it works on our memfd in place and the link checks it (link.py)
+            _, outs, ins, _ = self.go(calls, limit, consume=big, return_inputs=not big and self.dev.cuda,
+                                      poison=True, release=big)
+            del calls
             if big:
                 self.settle()
                 inputs = self.inputs(seed)
@@ -250,9 +254,8 @@ class Session(EnergyPhases, Link):
         def verify(ref_out, out, where: str) -> None:
             check_correct(self.torch, ref_out, out, s, where)
 
-        with self.reference_side("timing"):
-            timing = time_batches(self, ref, self.freezer, self.inputs, verify, k, s.timing_batches,
-                                  self.result["io_bytes"] > BIG_IO_BYTES, self.torch)
+        timing = time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs, verify,
+                              k, s.timing_batches, self.result["io_bytes"] > BIG_IO_BYTES, self.torch)
         self.result.update(timing.fields())
         self.confirmed_call_ms = statistics.median(timing.new_ms)
 
@@ -277,7 +280,10 @@ class Session(EnergyPhases, Link):
     def start_reference_worker(self) -> None:
         """The reference worker for this task (started now, or kept from its last candidate)."""
         worker = self.references.for_request(self.request)
-        self.ref_link = Link(self.torch, self.dev, self.s, worker.sock)
+        if worker.pid is None and self.request.candidate_pid:
+            self.references.discard()
+            raise HarnessError("the reference worker's sandbox never started the interpreter")
+        self.ref_link = Link(self.torch, self.dev, self.s, worker.sock, worker.freezer, worker.pid)
         self.ref_link.phase = "load"
         self.ref_worker = worker
 
@@ -291,6 +297,11 @@ class Session(EnergyPhases, Link):
         # The candidate's sandbox goes into a cgroup of its own while it is still our idle
         # harness, so everything it ever spawns is inside (warpk.evaluator.freeze).
         self.freezer = Freezer(self.request.candidate_pid) if self.request.candidate_pid else NoFreeze()
+        if self.request.candidate_pid:
+            self.still = self.freezer  # frozen from each answer to our next message (link.py)
+            self.pid = wait_worker_pid(self.request.candidate_pid)
+            if self.pid is None:
+                raise HarnessError("the candidate's sandbox never started the worker's interpreter")
         start = time.perf_counter()
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)
