@@ -8,7 +8,10 @@ counted as a win (`fast_1` of these copies should be <= 5%).
     python benchmarks/kernelbench_refcheck.py --root /path/KB/KernelBench --levels 1 2 3 \
         --out outputs/refcheck
 
-Prints counts per level and status, fast_1 of the copies and the wall time per level, and
+    python benchmarks/kernelbench_refcheck.py --bundled --out outputs/refcheck-bundled   # ours (CPU)
+
+Prints counts per level and status, fast_1 of the copies, the copies' speedup distribution (median,
+5-95%, how many intervals contain 1: the timing's bias and noise) and the wall time per level, and
 writes every record to OUT/records-L<level>.jsonl and the table to OUT/summary.json.
 Hardware: `--hardware auto` (the GPU's profile, or cpu); energy is not measured here.
 """
@@ -79,7 +82,10 @@ def copy_speedups(ok: list) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--root", required=True, help="upstream KernelBench/KernelBench (holds level1/..)")
+    parser.add_argument("--root", help="upstream KernelBench/KernelBench (holds level1/..)")
+    parser.add_argument("--bundled", action="store_true",
+                        help="our bundled suite's references instead (level 0 in the output)")
+    parser.add_argument("--timing-batches", type=int, default=None, help="evaluate.timing_batches")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--hardware", default="auto")
     parser.add_argument("--subset", nargs="*", default=[], help="problem names (file stems) only")
@@ -88,12 +94,16 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     hw = hardware(args.hardware)
-    protocol = EvaluateConfig(energy="none", result_cache=False, sandbox=args.sandbox)
+    if not args.bundled and not args.root:
+        parser.error("--root (an upstream KernelBench checkout) or --bundled")
+    extra = {"timing_batches": args.timing_batches} if args.timing_batches else {}
+    protocol = EvaluateConfig(energy="none", result_cache=False, sandbox=args.sandbox, **extra)
     evaluator = Evaluator(protocol, hw, shape="auto")
     print(f"hardware={hw.name} lanes={evaluator.lanes} sandbox={evaluator.sandbox}", flush=True)
     table, grand = {}, time.perf_counter()
-    for level in args.levels:
-        tasks = load_suite(TasksConfig(source="kernelbench", root=args.root, level=level, subset=args.subset))
+    for level in [0] if args.bundled else args.levels:
+        tasks = load_suite(TasksConfig(source="bundled", subset=args.subset) if args.bundled else
+                           TasksConfig(source="kernelbench", root=args.root, level=level, subset=args.subset))
         items = [EvalItem(t, as_candidate(t.path.read_text()), "reference_as_candidate") for t in tasks]
         start = time.perf_counter()
         out = (args.out / f"records-L{level}.jsonl").open("w")

@@ -91,6 +91,10 @@ class EvalRecord:
     # How the candidate was kept still while the reference was timed (evaluator v3):
     # cgroup (cgroup v2 freezer) | sigstop (every process of its sandbox stopped) | none
     freeze: str | None = None
+    # GPU: the reference's time per call once the candidate's sandbox was gone, and how much slower
+    # it was while the candidate existed (interleaved / alone; where > 1, the speedup uses alone)
+    ref_alone_runtime_ms: float | None = None
+    ref_contention: float | None = None
     # Evaluator v2 only (records before 2026-12-05): the share of the candidate's self-reported
     # time its wall clock confirmed. v3 uses no self-reported time; always None since.
     clock_confirmed: float | None = None

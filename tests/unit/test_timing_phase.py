@@ -99,3 +99,11 @@ def test_batches_are_sized_by_the_references_time_and_memory():
     assert calls_per_batch(1e-9, 1e3, 20.0, 1 << 30) == 4096  # capped
     assert calls_per_batch(0.001, 1 << 29, 20.0, 1 << 30) == 2  # memory first
     assert calls_per_batch(10.0, 1 << 31, 20.0, 1 << 30) == 1
+
+
+def test_a_reference_slowed_while_the_candidate_existed_is_not_credited():
+    timing, _, _ = run(cand_ms=1.0, ref_ms=2.0)
+    slowed = timing.fields(alone_ms=(1.0,) * 5)  # alone it took half: the candidate slowed it
+    assert slowed["speedup"] == pytest.approx(1.0) and slowed["ref_contention"] == pytest.approx(2.0)
+    untouched = timing.fields(alone_ms=(3.0,) * 5)  # alone it was slower: nothing to take back
+    assert untouched["speedup"] == pytest.approx(2.0) and untouched["ref_alone_runtime_ms"] == 3.0

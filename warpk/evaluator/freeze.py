@@ -87,6 +87,15 @@ def _all_stopped(pid: int) -> bool:
     return True
 
 
+def _gone(pid: int) -> bool:
+    """Exited (a zombie waiting for its parent counts: its memory and contexts are released)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
 class Freezer:
     """Freezes and thaws the processes under `root` (the candidate's sandbox)."""
 
@@ -160,6 +169,28 @@ class Freezer:
                 pass
         self.stopped = set()
 
+    def kill(self, timeout_s: float = CONFIRM_TIMEOUT_S) -> bool:
+        """SIGKILL everything of the sandbox and wait until none of it runs (its GPU contexts, and
+        the work queued in them, go with it); True once gone."""
+        if self.cgroup is not None:
+            try:
+                (self.cgroup / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
+        for pid in process_tree(self.root):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.frozen = True  # a stopped process must be continued to die
+        self.thaw()
+        deadline = time.monotonic() + timeout_s
+        while any(not _gone(pid) for pid in process_tree(self.root)):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     def close(self) -> None:
         """Thaw (a killed process must be able to die) and remove the cgroup once it is empty."""
         self.frozen = True  # whatever we think: thaw for real
@@ -189,6 +220,9 @@ class NoFreeze:
 
     def thaw(self) -> None:
         pass
+
+    def kill(self, timeout_s: float = 0.0) -> bool:
+        return True
 
     def close(self) -> None:
         pass

@@ -40,3 +40,18 @@ def available_host_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def check_host_memory(torch, task) -> None:
+    """On the CPU, a task whose protocol peak cannot fit this host's available memory is
+    `too_big` before anything is allocated: its inputs and the reference's outputs are sized on
+    torch's meta device (no data), since a real allocation would end in the kernel's OOM killer,
+    not an error. Tasks whose get_inputs or reference cannot run on meta are not checked here."""
+    from warpk.evaluator.checks import Verdict
+
+    need = host_peak_bytes(torch, task)
+    available = available_host_bytes()
+    if need is not None and available is not None and need > available:
+        raise Verdict("too_big", f"the task needs about {need / 2**30:.1f} GiB of host memory in this "
+                      f"protocol (inputs and outputs, both workers) and this machine has "
+                      f"{available / 2**30:.1f} GiB available")

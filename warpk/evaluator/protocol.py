@@ -201,6 +201,8 @@ class Measurement:
     calls_per_batch: int | None = None
     batches: int | None = None
     freeze: str | None = None  # how the candidate was kept still while the reference was timed
+    ref_alone_runtime_ms: float | None = None  # GPU: the reference once the candidate was gone
+    ref_contention: float | None = None  # interleaved / alone reference time (> 1: slowed)
     flops: float | None = None
     min_bytes: float | None = None
     io_bytes: float | None = None  # inputs + outputs of one call

@@ -7,25 +7,49 @@ sandbox, with the same environment and limits), loaded with the task's source pl
 `ModelNew = Model`: trusted code in a process of its own. Its transport, mapping and launch
 costs are the candidate's, and cancel in the ratio.
 
-The trusted worker owns it: one per (task, shape, device) at a time, kept across the task's
-candidates (each candidate's `Build` rebuilds its model under that candidate's seed) and replaced
-when the task changes. It never sees candidate code.
+The trusted worker owns it: one per lane, kept across candidates (each candidate's `Build`
+rebuilds its model under that candidate's seed) and sent the next task's `Load` when the task
+changes (starting an interpreter with torch and a CUDA context costs seconds a task). It never
+sees candidate code.
 
 Non-goals: no timing (warpk.evaluator.timing_phase), no verdicts.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from warpk.evaluator import protocol as wire
+from warpk.evaluator.checks import Verdict
 from warpk.evaluator.freeze import Freezer
 from warpk.evaluator.remote import wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
+
+
+class HarnessError(Exception):
+    """Our side failed (the task's reference cannot be loaded, built or run, the reference
+    worker died): never the candidate's verdict. The parent stops the run on it."""
+
+
+@contextlib.contextmanager
+def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: str):
+    """Failures of the reference worker are the harness's, except running out of the GPU's memory
+    or time once the candidate (which shares the GPU) has run: those are its."""
+    try:
+        yield
+    except (Verdict, wire.ProtocolError) as err:
+        references.discard()
+        status = getattr(err, "status", "crashed")
+        reason = getattr(err, "reason", str(err))
+        if candidate_ran and (status == "timeout" or "out of memory" in reason):
+            raise Verdict(status if status == "timeout" else "runtime_error",
+                          f"the reference worker failed in {what} after the candidate ran "
+                          f"(it shares the device): {reason}"[:500]) from err
+        raise HarnessError(f"the reference worker failed in {what}: {status}: {reason}"[:500]) from err
 
 
 def reference_source(task_source: str, overrides: dict) -> str:
@@ -37,17 +61,19 @@ def reference_source(task_source: str, overrides: dict) -> str:
 
 
 def worker_key(request: wire.MeasureRequest) -> tuple:
-    """What a reference worker is for: the source it loaded and how it was started."""
-    source = reference_source(request.task_source, request.shapes.get(request.shape, {}))
-    return (hashlib.sha256(source.encode()).hexdigest(), request.device, request.gpu,
-            request.settings.num_threads, request.sandbox, request.memory_limit_gb)
+    """How a reference worker was started (a worker can load another task; not be restarted)."""
+    return (request.device, request.gpu, request.settings.num_threads, request.sandbox,
+            request.memory_limit_gb)
+
+
+def source_of(request: wire.MeasureRequest) -> str:
+    return reference_source(request.task_source, request.shapes.get(request.shape, {}))
 
 
 class ReferenceWorker:
     """A started reference worker; `Load` is sent at once and answered by `wait_loaded`."""
 
     def __init__(self, request: wire.MeasureRequest):
-        source = reference_source(request.task_source, request.shapes.get(request.shape, {}))
         self.key = worker_key(request)
         self.home = Path(tempfile.mkdtemp(prefix="warpk-reference-"))
         limits = Limits(request.memory_limit_gb, request.settings.num_threads,
@@ -58,8 +84,15 @@ class ReferenceWorker:
         # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
         self.freezer = Freezer(self.process.proc.pid)
         self.pid = wait_worker_pid(self.process.proc.pid)
-        wire.send(self.sock, wire.Load(source, request.device, request.settings.num_threads))
         self.loaded: wire.Reply | None = None
+        self.load(request)
+
+    def load(self, request: wire.MeasureRequest) -> None:
+        """Send the task's Load (answered by `wait_loaded`): at start, and for each new task."""
+        self.source = source_of(request)
+        self.loaded = None
+        self.freezer.thaw()  # frozen since its last answer
+        wire.send(self.sock, wire.Load(self.source, request.device, request.settings.num_threads))
 
     def wait_loaded(self, limit_s: float) -> None:
         """Its answer to Load; RuntimeError (a harness failure) if the task does not load there."""
@@ -97,6 +130,8 @@ class ReferenceWorkers:
             self.close()
         if self.current is None:
             self.current = ReferenceWorker(request)
+        elif self.current.source != source_of(request):
+            self.current.load(request)  # the next task in the same process: no new interpreter
         return self.current
 
     def discard(self) -> None:

@@ -64,8 +64,8 @@ def wait_worker_pid(root: int, timeout_s: float = 60.0) -> int | None:
 
 def worker_pid(root: int) -> int | None:
     """The host pid of the harness process under `root` (the sandbox's first process, or the
-    worker itself), found while it is still our harness: the deepest process running
-    warpk.evaluator.untrusted."""
+    worker itself), found while it is still our harness: the process whose command line is
+    `python -m warpk.evaluator.untrusted` (bwrap's own processes carry it after their options)."""
     from warpk.evaluator.freeze import process_tree
 
     found = []
@@ -74,6 +74,6 @@ def worker_pid(root: int) -> int | None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if WORKER_MODULE in cmdline and b"bwrap" not in cmdline.split(b"\0", 1)[0]:
+        if cmdline.split(b"\0")[1:3] == [b"-m", WORKER_MODULE]:  # the interpreter, not bwrap's line
             found.append(pid)
     return max(found) if found else None

@@ -11,6 +11,9 @@ candidate first, then the reference on the same inputs drawn again); while the r
 the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). Batch 0
 warms both up and is not used. Every timed call's output is verified against the reference
 worker's. Speedup = median of the per-batch ratios with its distribution-free 95% interval.
+On a GPU a frozen candidate's queued kernels still run, so the reference is also timed once the
+candidate's sandbox is gone (`reference_alone`), and the interleaved reference batches are never
+taken as slower than that (`Timing.fields`).
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (trusted.Session.run).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -55,9 +59,33 @@ class Timing:
     new_ms: tuple[float, ...]
     freeze: str
 
-    def fields(self) -> dict:
+    def fields(self, alone_ms: tuple[float, ...] = ()) -> dict:
+        """The record's timing fields. `alone_ms`: reference batches timed after the candidate's
+        sandbox was gone (a GPU lane): where the interleaved reference was slower than that, its
+        batches are scaled down by the difference, so work the candidate left queued on the
+        device (which freezing its processes does not stop) cannot slow the reference for it."""
+        ref_ms = list(self.ref_ms)
+        extra: dict = {}
+        if alone_ms:
+            alone, interleaved = statistics.median(alone_ms), statistics.median(ref_ms)
+            factor = min(1.0, alone / interleaved)
+            ref_ms = [r * factor for r in ref_ms]
+            extra = dict(ref_alone_runtime_ms=alone, ref_contention=interleaved / alone)
         return dict(calls_per_batch=self.calls_per_batch, batches=len(self.new_ms), freeze=self.freeze,
-                    **speed_summary(list(self.ref_ms), list(self.new_ms)))
+                    **speed_summary(ref_ms, list(self.new_ms)), **extra)
+
+
+def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int) -> tuple[float, ...]:
+    """Per-call ms of `batches` reference batches of `k` fresh calls (after one warmup batch),
+    timed the same way, once no candidate process exists."""
+    times = []
+    for batch in range(batches + 1):
+        calls = [draw(secrets.randbits(63)) for _ in range(k)]
+        _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k))
+        del calls, outs
+        if batch:
+            times.append(wall_ms / k)
+    return tuple(times)
 
 
 def calls_per_batch(ref_call_s: float, io_bytes: float, batch_target_ms: float,

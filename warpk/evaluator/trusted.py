@@ -27,7 +27,6 @@ Non-goals: no sandboxing (warpk.evaluator.sandbox), no records (warpk.evaluator.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import socket
@@ -43,11 +42,11 @@ from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
 from warpk.evaluator.energy_phase import EnergyPhases
 from warpk.evaluator.freeze import FreezeError, Freezer, NoFreeze
-from warpk.evaluator.hostmem import available_host_bytes, host_peak_bytes
+from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
-from warpk.evaluator.reference import GuardedSide, ReferenceWorkers
+from warpk.evaluator.reference import GuardedSide, HarnessError, ReferenceWorkers, reference_failures
 from warpk.evaluator.remote import wait_worker_pid
-from warpk.evaluator.timing_phase import calls_per_batch, time_batches
+from warpk.evaluator.timing_phase import calls_per_batch, reference_alone, time_batches
 from warpk.evaluator.transport import layout
 
 
@@ -56,11 +55,6 @@ def _load_task(source: str) -> types.ModuleType:
     module.__file__ = "task.py"
     exec(compile(source, "task.py", "exec"), module.__dict__)  # noqa: S102 - the task is trusted
     return module
-
-
-class HarnessError(Exception):
-    """Our side failed (the task's reference cannot be loaded, built or run, the reference
-    worker died): never the candidate's verdict. The parent stops the run on it."""
 
 
 class Session(EnergyPhases, Link):
@@ -95,19 +89,8 @@ class Session(EnergyPhases, Link):
             setattr(self.task, key, value)
 
     def check_host_memory(self) -> None:
-        """On the CPU, a task whose protocol peak cannot fit this host's available memory is
-        `too_big` before anything is allocated: its inputs and the reference's outputs are sized
-        on torch's meta device (no data), since a real allocation would end in the kernel's OOM
-        killer, not an error. Tasks whose get_inputs or reference cannot run on meta are not
-        checked here."""
-        if self.dev.cuda:
-            return
-        need = host_peak_bytes(self.torch, self.task)
-        available = available_host_bytes()
-        if need is not None and available is not None and need > available:
-            raise Verdict("too_big", f"the task needs about {need / 2**30:.1f} GiB of host memory in this "
-                          f"protocol (inputs and outputs, both workers) and this machine has "
-                          f"{available / 2**30:.1f} GiB available")
+        if not self.dev.cuda:
+            check_host_memory(self.torch, self.task)
 
     def inputs(self, seed: int) -> list:
         torch = self.torch
@@ -149,21 +132,9 @@ class Session(EnergyPhases, Link):
         except Exception as err:  # noqa: BLE001 - the task's forward: ours
             raise HarnessError(f"the task's reference raised {one_line(err)}") from err
 
-    @contextlib.contextmanager
     def reference_side(self, what: str):
-        """Failures of the reference worker are the harness's, except running out of the GPU's
-        memory or time once the candidate (which shares the GPU) has run: those are its."""
-        try:
-            yield
-        except (Verdict, wire.ProtocolError) as err:
-            self.references.discard()
-            status = getattr(err, "status", "crashed")
-            reason = getattr(err, "reason", str(err))
-            if self.went and (status == "timeout" or "out of memory" in reason):
-                raise Verdict(status if status == "timeout" else "runtime_error",
-                              f"the reference worker failed in {what} after the candidate ran "
-                              f"(it shares the device): {reason}"[:500]) from err
-            raise HarnessError(f"the reference worker failed in {what}: {status}: {reason}"[:500]) from err
+        """Failures of the reference worker are the harness's (reference.reference_failures)."""
+        return reference_failures(self.references, self.went, what)
 
     # --- the protocol ------------------------------------------------------------------------------
     def correctness(self) -> int:
@@ -254,10 +225,25 @@ class Session(EnergyPhases, Link):
         def verify(ref_out, out, where: str) -> None:
             check_correct(self.torch, ref_out, out, s, where)
 
-        timing = time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs, verify,
-                              k, s.timing_batches, self.result["io_bytes"] > BIG_IO_BYTES, self.torch)
-        self.result.update(timing.fields())
-        self.confirmed_call_ms = statistics.median(timing.new_ms)
+        big = self.result["io_bytes"] > BIG_IO_BYTES
+        self.timed = time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
+                                  verify, k, s.timing_batches, big, self.torch)
+        self.result.update(self.timed.fields())
+        self.confirmed_call_ms = statistics.median(self.timed.new_ms)
+
+    def timing_without_candidate(self) -> None:
+        """On a GPU, last: the candidate's sandbox killed (its queued kernels die with its
+        context), the reference timed alone; the speedup never credits a reference the
+        candidate slowed (timing_phase.Timing.fields)."""
+        if not self.dev.cuda or not self.request.candidate_pid:
+            return
+        self.phase = "timing"
+        if not self.freezer.kill():
+            raise Verdict("crashed", "the candidate's sandbox did not end when killed")
+        batches = max(3, self.s.timing_batches // 2)
+        with self.reference_side("timing alone"):
+            alone = reference_alone(self.ref_link, self.inputs, self.timed.calls_per_batch, batches)
+        self.result.update(self.timed.fields(alone))
 
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
@@ -322,6 +308,7 @@ class Session(EnergyPhases, Link):
                 self.result["timing_s"] = time.perf_counter() - start
                 self.energy()
             self.other_shapes()
+            self.timing_without_candidate()
         return wire.Measurement(status="ok", **self.result)
 
 

@@ -207,13 +207,21 @@ class Harness:
             return 0
         sent = None  # the last Go, whose clean-up waits for the next message
         while True:
-            msg, fd = wire.recv(self.sock, (wire.Build, wire.Stage, wire.Go, wire.Quit))
+            # another Load: the reference worker moving on to the next task (trusted code only;
+            # a candidate's worker is never sent one)
+            msg, fd = wire.recv(self.sock, (wire.Load, wire.Build, wire.Stage, wire.Go, wire.Quit))
             if isinstance(msg, wire.Quit):
                 return 0
             if sent is not None:
                 self.after_send(sent)
                 sent = None
-            if isinstance(msg, wire.Build):
+            if isinstance(msg, wire.Load):
+                self.model = None
+                reply = self.on_load(msg)
+                wire.send(self.sock, reply)
+                if reply.status != "ok":
+                    return 0
+            elif isinstance(msg, wire.Build):
                 wire.send(self.sock, self.on_build(msg, fd))
             elif isinstance(msg, wire.Stage):
                 wire.send(self.sock, self.on_stage(msg))

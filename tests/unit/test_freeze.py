@@ -1,0 +1,65 @@
+"""Freezing the candidate's sandbox (warpk.evaluator.freeze): every process of the tree, helpers
+in sessions of their own included, is still while frozen, runs again when thawed, and is gone
+after kill."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from warpk.evaluator import freeze
+from warpk.evaluator.freeze import Freezer, process_tree
+
+# a parent that starts a helper in a session of its own; both count up in a file forever
+SCRIPT = """
+import os, subprocess, sys, time
+if len(sys.argv) == 1:
+    subprocess.Popen([sys.executable, __file__, "child"], start_new_session=True)
+path = sys.argv[0] + (".child" if len(sys.argv) > 1 else ".parent")
+n = 0
+while True:
+    n += 1
+    with open(path, "w") as f:
+        f.write(str(n))
+    time.sleep(0.005)
+"""
+
+
+def counters(tmp_path: Path) -> tuple[str, str]:
+    script = tmp_path / "busy.py"
+    return (script.with_name("busy.py.parent").read_text(), script.with_name("busy.py.child").read_text())
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-or-fallback", "sigstop"])
+def test_freeze_stops_the_whole_tree_thaw_resumes_it_and_kill_ends_it(tmp_path, monkeypatch, cgroup):
+    if not cgroup:
+        monkeypatch.setattr(freeze, "_cgroup2_root", lambda: None)
+    script = tmp_path / "busy.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)])
+    deadline = time.monotonic() + 20
+    while len(process_tree(proc.pid)) < 2 or not (tmp_path / "busy.py.child").exists():
+        assert time.monotonic() < deadline, "the helper never started"
+        time.sleep(0.05)
+    # joined while it is already running: the cgroup takes the tree as it is
+    freezer = Freezer(proc.pid)
+    try:
+        freezer.freeze()
+        time.sleep(0.05)
+        before = counters(tmp_path)
+        time.sleep(0.3)
+        assert counters(tmp_path) == before, f"ran while frozen ({freezer.method})"
+        assert cgroup or freezer.method == "sigstop"
+        freezer.thaw()
+        time.sleep(0.3)
+        after = counters(tmp_path)
+        assert after[0] != before[0] and after[1] != before[1], "did not run again once thawed"
+        assert freezer.kill(), "still running after kill"
+        proc.wait(timeout=10)
+    finally:
+        freezer.close()
+        subprocess.run(["pkill", "-f", str(script)], check=False)
