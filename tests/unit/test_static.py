@@ -96,17 +96,52 @@ def test_backend_detection():
     assert candidate_backend(HEAD + "class ModelNew(nn.Module): pass\n") == "torch"
 
 
+def test_model_new_may_be_bound_by_assignment():
+    assert check_source(HEAD + "class Fast(nn.Module): pass\nModelNew = Fast\n") == []
+    assert "reference Model" in _all("ModelNew = Model\n")
+    assert "no top-level class ModelNew" in _all("def f():\n  ModelNew = nn.Identity\n")
+
+
 @pytest.mark.parametrize(
-    "source,expected",
+    "source,backend",
     [
+        # the two false positives of the old call-syntax decoy rule: both honest, both rejected
         (
-            CUDA.replace("_ext = load_inline(", "def _never():\n    return load_inline("),
-            "no extension is built",
+            CUDA.replace("_ext = load_inline(", "def _build():\n    return load_inline(")
+            + "_ext = _build()\n",
+            "cuda",
         ),
-        (CUDA.replace("return _ext.f(x)", "return torch.softmax(x, -1)"), "built but never used"),
-        (TRITON.replace("_k[(1,)](x, x.numel(), BLOCK=128)", "pass"), "never launched"),
+        (TRITON.replace("_k[(1,)]", "KERNELS = {'k': _k}\n        KERNELS['k'][(1,)]"), "triton"),
+        (
+            "import torch.utils.cpp_extension as ce\nm = ce.load(name='m', sources=['m.cu'])\n"
+            "class ModelNew(nn.Module): pass\n",
+            "cuda",
+        ),
+        ("from triton import jit\n@jit\ndef k(x): pass\nclass ModelNew(nn.Module): pass\n", "triton"),
+        ("@torch.jit.script\ndef f(x):\n  return x\nclass ModelNew(nn.Module): pass\n", "torch"),
+        ("def load(path):\n  return torch.load(path)\nclass ModelNew(nn.Module): pass\n", "torch"),
     ],
 )
-def test_decoy_kernels_are_rejected(source, expected):
-    assert expected in " | ".join(str(v) for v in check_source(source))
-    assert candidate_backend(source) == "torch"  # what actually runs
+def test_backend_is_what_the_source_builds_wherever_it_is_built(source, backend):
+    source = source if source.startswith(HEAD) else HEAD + source
+    assert check_source(source) == [] and candidate_backend(source) == backend
+
+
+@pytest.mark.parametrize(
+    "source,backend",
+    [
+        (CUDA.replace("_ext = load_inline(", "def _never():\n    return load_inline("), "cuda"),
+        (CUDA.replace("return _ext.f(x)", "return torch.softmax(x, -1)"), "cuda"),
+        (TRITON.replace("_k[(1,)](x, x.numel(), BLOCK=128)", "pass"), "triton"),
+        (
+            HEAD + "from torch.utils.cpp_extension import load_inline\nclass ModelNew(nn.Module): pass\n",
+            "torch",
+        ),  # imported, never named: nothing is built
+    ],
+)
+def test_decoy_kernels_are_left_to_correctness_and_timing(source, backend):
+    """Built or defined but unused: an honest torch candidate with a wasted compile, judged by the
+    trusted side's output check and clock like any other (exploit 2); not a static rule, since
+    telling it from a kernel launched through a table or a helper needs execution."""
+    assert check_source(source) == []
+    assert candidate_backend(source) == backend  # what it can build; evidence, not proof of use

@@ -7,17 +7,29 @@ rules here only turn away, cheaply and with a reason the policy can learn from, 
 plainly not an honest kernel (the number in brackets is the exploit of shared
 notes/kernelbench_anchors.md §2.2):
 
-    - no top-level `class ModelNew`                                   -> static_reject
+    - no top-level `class ModelNew` (or `ModelNew = SomeClass`)      -> static_reject
     - subclassing, naming or calling the reference `Model`  [4, 1]    -> static_reject
     - try/except of any kind: a fallback to PyTorch hides a broken kernel [3]
     - importing processes, threads, sockets or a foreign-function interface
       (subprocess, threading, socket, ctypes...) [10, 20]
     - exec/eval/compile/__import__: code hidden from every reader [20]
-    - a CUDA extension or Triton kernel that is built but never used (a decoy) [2]
 
-Everything else is allowed, whatever the task's reference imports included (numpy, einops,
-collections.abc...), and helper methods that build layer lists: no false positives on upstream
-KernelBench's own references (benchmarks/kernelbench_refcheck.py checks all 250).
+Each rule reads what the code says, never how a kernel is reached, and none rejects an honest
+idiom we know of: tests/unit/test_static_honest.py passes every file of tests/data/honest/
+(extensions built by helpers, at import, in `__init__` or on first use; kernels launched through
+tables, partials, methods, closures, getattr; host C++ extensions; torch-only candidates) and
+every upstream KernelBench reference renamed `ModelNew`. A rule that hits a new honest idiom is
+narrowed, with that idiom added to the set.
+
+A decoy kernel [2] (built or defined but not used, the work done by torch) is not a rule here:
+whether a kernel runs is a question about execution, and the call-syntax test this module had
+rejected honest candidates (an extension built by a helper, a Triton kernel launched through a
+dispatch table). The trusted side verifies every output and times the candidate by its own
+clock, so a decoy is an honest torch candidate with a wasted compile and is judged as one.
+
+`backend_of` says what the source can build (a cpp_extension, a Triton kernel, neither), which
+decides where and how the candidate is scheduled; it is evidence of a kernel, not proof that the
+kernel runs.
 
 Non-goals: deciding whether the code is correct or fast (the trusted worker measures that);
 catching obfuscation (the sandbox and the trusted side do not depend on it).
@@ -35,6 +47,9 @@ DENIED_IMPORTS = frozenset(
     "pty urllib http requests".split()
 )
 DENIED_CALLS = frozenset("exec eval compile __import__".split())
+
+CPP_EXTENSION = "torch.utils.cpp_extension"
+EXTENSION_BUILDERS = frozenset({"load_inline", "load"})  # of torch.utils.cpp_extension
 
 
 @dataclass(frozen=True)
@@ -95,96 +110,27 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _is_call_to(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Call) and (
-        (isinstance(node.func, ast.Name) and node.func.id == name)
-        or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
-    )
-
-
-def _eager_nodes(tree: ast.Module):
-    """Nodes that run at import or in ModelNew.__init__: module level, not inside other
-    functions or classes."""
-    stack = list(tree.body)
-    while stack:
-        node = stack.pop()
+def _defines_model_new(tree: ast.Module) -> bool:
+    """A top-level `class ModelNew` or `ModelNew = ...` (the loader then checks it is a class)."""
+    for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            if node.name == "ModelNew":
-                stack += [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+            bound = [node.name]
+        elif isinstance(node, ast.Assign):
+            bound = [ast.unparse(t) for t in node.targets]
+        elif isinstance(node, ast.AnnAssign):
+            bound = [ast.unparse(node.target)]
+        else:
             continue
-        if isinstance(node, ast.Lambda) or (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name != "__init__"
-        ):
-            continue
-        yield node
-        stack += list(ast.iter_child_nodes(node))
-
-
-def _jitted(tree: ast.Module) -> list[ast.FunctionDef]:
-    return [
-        f
-        for f in ast.walk(tree)
-        if isinstance(f, ast.FunctionDef)
-        and any(ast.unparse(d).split("(")[0].endswith("jit") for d in f.decorator_list)
-    ]
-
-
-def _decoys(tree: ast.Module) -> list[Violation]:
-    """A kernel that is named but never built, built but never used, or defined but never
-    launched is a decoy (exploit 2). Partial: a kernel that is used on a path forward never
-    takes is not caught."""
-    violations = []
-    imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    eager = list(_eager_nodes(tree))
-    builds = [n for n in eager if _is_call_to(n, "load_inline")]
-    bound = {
-        ast.unparse(t)
-        for n in eager
-        if isinstance(n, ast.Assign) and _is_call_to(n.value, "load_inline")
-        for t in n.targets
-    }
-    if "load_inline" in imported or any(_is_call_to(n, "load_inline") for n in ast.walk(tree)):
-        used = {
-            ast.unparse(n)
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Name | ast.Attribute) and isinstance(n.ctx, ast.Load)
-        }
-        if not builds:
-            violations.append(
-                Violation(
-                    0,
-                    "load_inline is imported but no extension is built at import "
-                    "or in ModelNew.__init__ (decoy kernel)",
-                )
-            )
-        elif bound and not bound & used:
-            violations.append(
-                Violation(0, f"the extension {sorted(bound)[0]} is built but never used (decoy kernel)")
-            )
-    jitted = _jitted(tree)
-    launched = {
-        n.func.value.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Subscript)
-        and isinstance(n.func.value, ast.Name)
-    }
-    if jitted and not {f.name for f in jitted} & launched:
-        violations.append(
-            Violation(
-                jitted[0].lineno,
-                f"Triton kernel {jitted[0].name} is defined but never launched (decoy kernel)",
-            )
-        )
-    return violations
+        if "ModelNew" in bound:
+            return True
+    return False
 
 
 def check_tree(tree: ast.Module) -> list[Violation]:
     """All violations in a parsed candidate; [] means it may run."""
     checker = _Checker()
     checker.visit(tree)
-    checker.violations += _decoys(tree)
-    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+    if not _defines_model_new(tree):
         checker.violations.insert(0, Violation(0, "no top-level class ModelNew"))
     return checker.violations
 
@@ -194,13 +140,60 @@ def check_source(source: str) -> list[Violation]:
     return check_tree(ast.parse(source))
 
 
+def _names_for(tree: ast.Module, module: str, names: frozenset[str]) -> tuple[set[str], set[str]]:
+    """(the names `module` goes by, the local names of its members `names`) under this tree's
+    imports: `import a.b as m` and `from a import b` name the module; `from a.b import n as f`
+    and `from a.b import *` name members. Its full dotted path always names it."""
+    parent, _, leaf = module.rpartition(".")
+    modules, members = {module}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.asname and a.name == module}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                if node.module == parent and a.name == leaf:
+                    modules.add(a.asname or a.name)
+                elif (node.module == module or node.module.startswith(module + ".")) and (
+                    a.name == "*" or a.name in names
+                ):
+                    members |= set(names) if a.name == "*" else {a.asname or a.name}
+    return modules, members
+
+
+def _refers_to(tree: ast.Module, module: str, names: frozenset[str], distinctive: frozenset[str]) -> bool:
+    """True when code (not an import) names one of `module`'s `names`: as an imported name, as
+    `<module>.<name>` under any name of the module, or, for the `distinctive` ones, as
+    `<anything>.<name>`."""
+    modules, members = _names_for(tree, module, names)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in members and isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            if node.attr in distinctive or ast.unparse(node.value) in modules:
+                return True
+    return False
+
+
+def builds_extension(tree: ast.Module) -> bool:
+    """The source refers to torch.utils.cpp_extension's load_inline or load (a C++/CUDA
+    extension), wherever that is: at import, in a helper, in __init__, in forward."""
+    return _refers_to(tree, CPP_EXTENSION, EXTENSION_BUILDERS, frozenset({"load_inline"}))
+
+
+def defines_triton_kernel(tree: ast.Module) -> bool:
+    """The source uses triton.jit (as a decorator or a call), under whatever import name."""
+    return _refers_to(tree, "triton", frozenset({"jit"}), frozenset())
+
+
 def backend_of(tree: ast.Module) -> str:
-    """What actually runs: 'cuda' (a load_inline extension, built and used), 'triton' (a launched
-    @triton.jit kernel) or 'torch'; from the AST, never by running."""
-    decoy = bool(_decoys(tree))
-    if not decoy and any(_is_call_to(n, "load_inline") for n in _eager_nodes(tree)):
+    """What the candidate can build, from the AST, never by running: 'cuda' (a
+    torch.utils.cpp_extension build, host-only C++ included: it needs the compiler and gets a
+    build cache), 'triton' (a @triton.jit kernel: its first call compiles) or 'torch'. Evidence
+    of a kernel, not proof that it runs: a kernel built but unused is judged by correctness and
+    timing like any torch candidate."""
+    if builds_extension(tree):
         return "cuda"
-    return "triton" if _jitted(tree) and not decoy else "torch"
+    return "triton" if defines_triton_kernel(tree) else "torch"
 
 
 def candidate_backend(source: str) -> str:
