@@ -8,8 +8,8 @@ harness with the task's Model in it (warpk.evaluator.reference), so delivery, ma
 cost the same on both sides and cancel in the ratio. Nothing the candidate's process reports is
 used. Per batch, reference and candidate run in a random order (a task over BIG_IO_BYTES: the
 candidate first, then the reference on the same inputs drawn again); while the reference runs,
-the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). Batch 0
-warms both up and is not used. Every timed call's output is verified against the reference
+the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first
+WARMUP_BATCHES warm both up and are not used. Every timed call's output is verified against the reference
 worker's. Speedup = median of the per-batch ratios with its distribution-free 95% interval.
 On a GPU a frozen candidate's queued kernels still run, so the reference is also timed once the
 candidate's sandbox is gone (`reference_alone`), and the interleaved reference batches are never
@@ -31,6 +31,12 @@ from warpk.evaluator.checks import check_redrawn, fingerprint
 from warpk.evaluator.speed import speed_summary
 
 MAX_CALLS_PER_BATCH = 4096
+# Batches before the timed ones, not used: the candidate's worker is a fresh process (its
+# allocator grows in the first batches), the reference worker a warm one.
+WARMUP_BATCHES = 2
+# An interleaved reference up to this much slower than alone is noise, not contention (scaling
+# on any difference would bias every speedup down by the noise); a candidate gains at most this.
+CONTENTION_TOLERANCE = 0.03
 
 
 class Side(Protocol):
@@ -68,7 +74,7 @@ class Timing:
         extra: dict = {}
         if alone_ms:
             alone, interleaved = statistics.median(alone_ms), statistics.median(ref_ms)
-            factor = min(1.0, alone / interleaved)
+            factor = min(1.0, alone * (1 + CONTENTION_TOLERANCE) / interleaved)
             ref_ms = [r * factor for r in ref_ms]
             extra = dict(ref_alone_runtime_ms=alone, ref_contention=interleaved / alone)
         return dict(calls_per_batch=self.calls_per_batch, batches=len(self.new_ms), freeze=self.freeze,
@@ -122,7 +128,7 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
 
     still.freeze()
     try:
-        for batch in range(batches + 1):  # batch 0 warms both up and is not used
+        for batch in range(batches + WARMUP_BATCHES):  # the first warm both up, unused
             seeds = [secrets.randbits(63) for _ in range(k)]
             calls = [draw(seed) for seed in seeds]
             if big or secrets.randbelow(2):
@@ -139,7 +145,7 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
             for i, (ref_out, out) in enumerate(zip(ref_outs, new_outs, strict=True)):
                 verify(ref_out, out, f"timed call {i} of batch {batch}")
             del ref_outs, new_outs
-            if batch:
+            if batch >= WARMUP_BATCHES:
                 ref_ms.append(ref_wall / k)
                 new_ms.append(new_wall / k)
     finally:
