@@ -67,7 +67,9 @@ class Dispatcher:
             device=self.ev.hardware.device,
             candidate_source=p.item.candidate_source,
             settings=self.settings,
-            first_call_timeout_s=self.settings.compile_timeout_s if p.backend == "triton" else 0.0,
+            # a Triton kernel compiles at its first call; an extension may be built in __init__ or
+            # on first use (honest: tests/data/honest), after the compile pool's import
+            first_call_timeout_s=self.settings.compile_timeout_s if p.backend in ("triton", "cuda") else 0.0,
             energy=self.energy_spec,
         )
 

@@ -170,7 +170,8 @@ class MeasureRequest:
     device: str
     candidate_source: str
     settings: Settings
-    first_call_timeout_s: float  # the first forward may JIT-compile (Triton): compile budget then
+    first_call_timeout_s: float  # Build and the first forward may compile (Triton, an extension
+    #                              built in __init__ or on first use): the compile budget then
     energy: EnergySpec | None = None  # None: no measured energy
     # The reference worker (the same harness as the candidate's, running the task's Model) is
     # started by the trusted worker in the same sandbox as the candidate's worker:

@@ -118,7 +118,8 @@ class Session(EnergyPhases, Link):
             if with_reference_worker:
                 with self.reference_side("build"):
                     self.ref_link.ask(wire.Build(seed, encoded), fd, self.s.compile_timeout_s)
-            self.ask(wire.Build(seed, encoded), fd, self.limit_for(1) + self.s.run_timeout_s)
+            limit_s = self.limit_for(1) + self.s.run_timeout_s + self.request.first_call_timeout_s
+            self.ask(wire.Build(seed, encoded), fd, limit_s)
         finally:
             if fd is not None:
                 os.close(fd)
