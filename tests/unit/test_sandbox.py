@@ -22,7 +22,7 @@ from tests.conftest import REPO
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
-from warpk.evaluator.sandbox import bwrap_command, resolve_sandbox
+from warpk.evaluator.sandbox import SANDBOX_HOME, SCRATCH_LIMIT_BYTES, bwrap_command, resolve_sandbox
 from warpk.tasks import load_task_file
 
 SOFTMAX = REPO / "kernelbench" / "problems" / "01_softmax.py"
@@ -103,14 +103,18 @@ def test_no_bwrap_refuses_to_evaluate_and_says_what_to_do(monkeypatch):
 
 
 def test_the_bwrap_command_mounts_only_what_python_needs():
-    cmd = " ".join(bwrap_command(Path("/tmp/warpk-untrusted-x"), None, None))
+    cmd = " ".join(bwrap_command(None, None))
     assert "--ro-bind / /" not in cmd and "--remount-ro /" in cmd
     assert f"--ro-bind {REPO / 'warpk'} {REPO / 'warpk'}" in cmd
     for absent in (f" {REPO} ", f"{REPO / 'tests'}", "/etc/shadow", " /home ", " /run ", " /opt "):
         assert absent not in cmd + " "
-    assert "--tmpfs /tmp" in cmd and "--bind /tmp/warpk-untrusted-x /tmp/warpk-untrusted-x" in cmd
+    # the working dir is on the sandbox's own capped tmpfs: no host folder is bound writable
+    assert cmd.startswith(f"bwrap --size {SCRATCH_LIMIT_BYTES} --tmpfs /tmp --dir {SANDBOX_HOME} ")
+    assert f"--chdir {SANDBOX_HOME}" in cmd and "--bind " not in cmd
     assert "--unshare-all" in cmd and "--die-with-parent" in cmd and "--cap-drop ALL" in cmd
     assert "/dev/nvidia" not in cmd  # a CPU lane gets no GPU device node
+    build = "/cache/torch_extensions/abc"
+    assert f"--bind {build} {build}" in " ".join(bwrap_command(Path(build), None))  # the only one
 
 
 # --- deaths and limits ------------------------------------------------------------------------
@@ -295,10 +299,11 @@ def test_rebinding_the_comparison_functions_changes_nothing():
 
 
 @needs_bwrap
-def test_a_clock_that_lies_is_implausible():
-    """The candidate does the softmax 30 times per call and makes the harness's clock
-    (time.perf_counter_ns, which times CPU batches) run 1000x slow: its reported time is a
-    fraction of what the trusted wall clock saw -> implausible, however right the outputs."""
+def test_a_clock_that_lies_changes_nothing():
+    """The candidate does the softmax 30 times per call and makes its own clock
+    (time.perf_counter_ns) run 1000x slow: evaluator v3 reads no time the candidate reports
+    (only the trusted worker's clock, around the same round trip for both sides), so the lie
+    buys nothing and the candidate is as slow as its 30 softmaxes: well below 1x."""
     prelude = (
         "import time\n"
         "_real = time.perf_counter_ns\n_t0 = _real()\n"
@@ -306,8 +311,8 @@ def test_a_clock_that_lies_is_implausible():
     )
     body = "for _ in range(30):\n    y = torch.softmax(x, dim=-1)"
     record = _measure(_forward(body, prelude=prelude), batch_target_ms=20.0)
-    assert record.status == "implausible", record
-    assert "trusted wall clock" in record.error
+    assert record.status == "ok", record.error
+    assert record.speedup_high < 1, record
 
 
 @needs_bwrap
@@ -418,7 +423,7 @@ def test_the_host_peak_is_sized_from_inputs_and_outputs_on_the_meta_device():
 
     import torch
 
-    from warpk.evaluator.trusted import host_peak_bytes
+    from warpk.evaluator.hostmem import host_peak_bytes
 
     task = types.ModuleType("t")
     exec(HUGE_TASK.replace("1 << 40", "1 << 20"), task.__dict__)  # 4 MiB in, 4 MiB out

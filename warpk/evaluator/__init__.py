@@ -12,6 +12,9 @@
      decides the verdict (warpk.evaluator.trusted), the candidate runs in a fresh sandboxed
      untrusted worker (warpk.evaluator.untrusted, warpk.evaluator.sandbox);
   4. records (warpk.evaluator.assemble): a runtime below the roofline floor is `implausible`.
+A failure of the evaluator itself (the task's reference cannot be loaded, built or run, the
+trusted worker died, an exception escaped a lane) is never a record: `evaluate_many` raises
+HarnessFailure (warpk.evaluator.errors) and caches nothing of that item.
 Energy (`evaluate.energy`, resolved once): `nvml` -> the trusted worker reads the GPU's NVML
 counter while the reference and then the candidate run (warpk.evaluator.energy),
 `energy_source="nvml"`; `sampler` -> the same counter from the sampler daemon's stream
@@ -35,13 +38,14 @@ from pathlib import Path
 
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator.cache import ResultCache, default_cache_dir, result_key
+from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.sandbox import resolve_sandbox
 from warpk.evaluator.static import backend_of, check_tree
 from warpk.hardware import resolve_energy, usable_cores
 from warpk.records import EvalRecord
 from warpk.tasks import Task
 
-__all__ = ["EvalItem", "Evaluator", "Prepared", "default_cache_dir", "source_sha"]
+__all__ = ["EvalItem", "Evaluator", "HarnessFailure", "Prepared", "default_cache_dir", "source_sha"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,9 @@ class Evaluator:
     def evaluate_many(
         self, items: Iterable[EvalItem], on_record: Callable[[int, EvalRecord], None] | None = None
     ) -> list[EvalRecord]:
-        """Records in the order of `items`; `on_record(index, record)` sees each as it arrives."""
+        """Records in the order of `items`; `on_record(index, record)` sees each as it arrives.
+        Raises HarnessFailure (one line, naming the task) when the evaluator itself failed: the
+        records that arrived before it were emitted, the failed item's never is."""
         from warpk.evaluator.dispatch import Dispatcher
 
         prepared = [self.prepare(i, item) for i, item in enumerate(items)]

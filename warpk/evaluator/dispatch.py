@@ -5,6 +5,11 @@ build cache, one folder per source hash; a definite build failure is the candida
 without ever occupying a GPU. Each lane (warpk.evaluator.lane) takes the next item whose build
 is done, in order, and measures it. A worker that crashes costs that one record.
 
+A harness failure (HarnessFailure from a lane, or any exception escaping a lane or a build: our
+bug, not the candidate's) stops the dispatch: no lane takes another item, builds not started yet
+are cancelled, and once the items in flight are done the first failure is raised, naming its
+task. Its item gets no record (nothing of it is cached or scored).
+
 Non-goals: no verdict logic (warpk.evaluator.trusted), no caching (warpk.evaluator.cache).
 """
 
@@ -19,6 +24,7 @@ from pathlib import Path
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.assemble import record_from
 from warpk.evaluator.energy import IDLE_WINDOW_S
+from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.lane import Lane, compile_candidate
 from warpk.evaluator.link import candidate_text
 from warpk.evaluator.sandbox import Limits
@@ -95,8 +101,10 @@ class Dispatcher:
         return record_from(outcome.measurement, base, ev.hardware, ev.energy, self.settings.num_threads)
 
     def run(self, pending: list, done: Callable) -> None:
+        """Measure `pending`, calling `done(p, record)` as records arrive; HarnessFailure stops it."""
         queue: deque = deque(pending)
         lock = threading.Lock()
+        failures: list[HarnessFailure] = []
         cuda_builds = self.ev.hardware.device == "cuda"
         with (
             ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool,
@@ -108,25 +116,39 @@ class Dispatcher:
                 if cuda_builds and p.backend == "cuda"
             }
 
+            def stop(p, err: BaseException) -> None:
+                """Record the first failure; no lane takes another item, no new build starts."""
+                why = str(err) if isinstance(err, HarnessFailure) else f"{type(err).__name__}: {err}"
+                where = (f"on task {p.base['task_id']} (candidate {p.base['candidate']}); nothing of it was "
+                         "scored" if p else "starting a lane")
+                failure = HarnessFailure(" ".join(f"the evaluator failed {where}: {why}".split())[:800])
+                failure.__cause__ = err  # the traceback, for whoever debugs it; the line is for the user
+                with lock:
+                    failures.append(failure)
+                    queue.clear()
+                for build in builds.values():
+                    build.cancel()
+
             def lane_loop(gpu: str) -> None:
-                lane = Lane(gpu or None, self.ev.sandbox, self.limits, self.env)
+                p = lane = None
                 try:
+                    lane = Lane(gpu or None, self.ev.sandbox, self.limits, self.env)
                     while True:
                         with lock:
                             if not queue:
                                 return
                             p = queue.popleft()
-                        try:
-                            record = builds[p.index].result() if p.index in builds else None
-                            record = record or self.measure(lane, p)
-                        except Exception as err:  # noqa: BLE001 - a harness failure costs one record
-                            lane.close()
-                            record = EvalRecord(status="crashed", sandbox=self.ev.sandbox, **p.base,
-                                                error=f"evaluation failed: {type(err).__name__}: {err}"[:500])
+                        record = builds[p.index].result() if p.index in builds else None
+                        record = record or self.measure(lane, p)
                         with lock:
                             done(p, record)
+                except Exception as err:  # noqa: BLE001 - ours, not the candidate's: stop the run
+                    stop(p, err)
                 finally:
-                    lane.close()
+                    if lane is not None:
+                        lane.close()
 
             for future in [lane_pool.submit(lane_loop, gpu) for gpu in self.ev.lanes]:
                 future.result()
+        if failures:
+            raise failures[0]

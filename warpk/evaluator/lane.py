@@ -6,7 +6,13 @@ imports candidate code) and starts one sandboxed untrusted worker per candidate
 imports torch meanwhile and has seen no candidate yet). The parent hands the untrusted
 worker's socket to the trusted worker with the MeasureRequest and waits, watching the untrusted
 worker's memory and a backstop deadline; whatever happens, the untrusted worker is killed
-afterwards and its folder removed.
+afterwards and its host folder, if it has one, removed (warpk.evaluator.hostside).
+
+Every wait here has a time limit (sends too: the kernel's send timeout), so nothing a candidate
+does can hold the lane. What is not the candidate's doing is raised as HarnessFailure
+(warpk.evaluator.errors), never returned as its verdict: the trusted worker dying or not taking
+a request, and its "harness_error" answer (the task's reference failed before any candidate
+code ran).
 
 `compile_candidate` builds a CUDA candidate in a sandboxed worker with no GPU (the compile pool
 runs these on CPU cores while the lanes measure).
@@ -19,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import select
-import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -30,12 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.evaluator import protocol as wire
-from warpk.evaluator.sandbox import PROJECT_ROOT, Limits, UntrustedProcess, worker_env
+from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
+from warpk.evaluator.hostside import OutputTail, remove_tree
+from warpk.evaluator.sandbox import KILL_WAIT_S, PROJECT_ROOT, Limits, UntrustedProcess, worker_env
 from warpk.hardware import usable_cores
 
 POLL_S = 0.05
 SPARE_MIN_CORES = 4  # a lane uses ~3 busy processes while timing: parent, trusted, untrusted
 BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the parent steps in
+ANSWER_TIMEOUT_S = 60.0  # the rest of an answer, once its first byte is there
+REQUEST_TIMEOUT_S = 60.0  # an idle trusted worker takes a request at once
+QUIT_WAIT_S = 10.0  # a trusted worker exits this soon after its socket closes
 
 
 @dataclass(frozen=True)
@@ -53,19 +64,31 @@ def _memory_verdict(limit_gb: float) -> wire.Measurement:
     )
 
 
+def _send_timeout(sock: socket.socket, seconds: float) -> None:
+    """Bound every blocking send on `sock` (protocol.send has no limit of its own): a peer that
+    stops reading makes it raise BlockingIOError after `seconds` instead of hanging."""
+    whole = int(seconds)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                    struct.pack("ll", whole, int((seconds - whole) * 1e6)))
+
+
+def _how(code: int, via_bwrap: bool) -> str:
+    """'exit code N' or 'killed by SIGNAME' for a process's return code."""
+    # bwrap reports a child killed by signal N as exit code 128 + N
+    signum = -code if code < 0 else code - 128 if via_bwrap and code > 128 else None
+    try:
+        return f"killed by {signal.Signals(signum).name}" if signum else f"exit code {code}"
+    except ValueError:  # a real-time signal has no name
+        return f"killed by signal {signum}"
+
+
 def _death(worker: UntrustedProcess) -> str:
-    """How the untrusted worker ended, for a crash's reason: its exit code or signal, last log line."""
+    """How the untrusted worker ended, for a crash's reason: its exit code or signal, last line."""
     code = worker.proc.returncode
     if code is None:
         return ""
-    # bwrap reports a child killed by signal N as exit code 128 + N
-    signum = -code if code < 0 else code - 128 if worker.mode == "bwrap" and code > 128 else None
-    try:
-        how = f"killed by {signal.Signals(signum).name}" if signum else f"exit code {code}"
-    except ValueError:  # a real-time signal has no name
-        how = f"killed by signal {signum}"
     tail = worker.stderr_tail()
-    return f" ({how}{': ' + tail if tail else ''})"
+    return f" ({_how(code, worker.mode == 'bwrap')}{': ' + tail if tail else ''})"
 
 
 class TrustedProcess:
@@ -76,38 +99,60 @@ class TrustedProcess:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.home: Path | None = None
+        self.output: OutputTail | None = None
 
     def start(self) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="warpk-trusted-"))
         self.sock, child = socket.socketpair()
+        _send_timeout(self.sock, REQUEST_TIMEOUT_S)
         env = worker_env(self.home, self.threads, {**self.env, "WARPK_PARENT_FD": str(child.fileno())})
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
-        log_path = Path(logs, f"trusted-{os.getpid()}-{id(self)}.txt") if logs else self.home / "stderr.txt"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-        with open(log_path, "wb") as err:
+        self.output = OutputTail()
+        try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "warpk.evaluator.trusted"], cwd=self.home, env=env,
-                stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(child.fileno(),),
-                start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=self.output.write_fd, stderr=self.output.write_fd,
+                pass_fds=(child.fileno(),), start_new_session=True,
             )
-        child.close()
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            child.close()
+        self.output.started(Path(logs, f"trusted-{self.proc.pid}.txt") if logs else None)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def last_words(self) -> str:
+        """The last line it wrote (a traceback's last line, when it died of one)."""
+        return self.output.last_line() if self.output is not None else ""
+
     def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()  # it exits when its socket closes
+            self.sock = None
         if self.proc is not None:
-            self.sock.close()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=QUIT_WAIT_S)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                try:
+                    self.proc.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    pass  # stuck in the kernel (a GPU driver): nothing more to do from here
             self.proc = None
+        if self.output is not None:
+            self.output.close()
+            self.output = None
         if self.home is not None:
-            shutil.rmtree(self.home, ignore_errors=True)
+            remove_tree(self.home)  # in `process` mode a candidate can write here too
             self.home = None
 
 
@@ -124,8 +169,7 @@ class Lane:
     def close(self) -> None:
         self.trusted.close()
         if self.spare is not None:
-            self.spare.kill()
-            shutil.rmtree(self.spare.home, ignore_errors=True)
+            self.spare.close()
             self.spare = None
 
     def _worker(self, build_dir: Path | None) -> UntrustedProcess:
@@ -133,24 +177,22 @@ class Lane:
         measurement when it fits (no build dir to mount), else a new one. Then a new spare."""
         worker = None
         if self.spare is not None and self.spare.proc.poll() is not None:  # it died waiting
-            self.spare.kill()
-            shutil.rmtree(self.spare.home, ignore_errors=True)
+            self.spare.close()
             self.spare = None
         if build_dir is None and self.spare is not None:
             worker, self.spare = self.spare, None
         if worker is None:
             if build_dir is not None:
-                build_dir.mkdir(parents=True, exist_ok=True)
-            home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-"))
-            worker = UntrustedProcess(self.sandbox, home, self.limits, self._untrusted_env(build_dir),
-                                      build_dir, self.gpu)
+                build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
+            env = self._untrusted_env(build_dir)
+            worker = UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
         if build_dir is None and self.spare is None and self.prefetch:
-            home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-"))
-            self.spare = UntrustedProcess(self.sandbox, home, self.limits, self._untrusted_env(None),
-                                          None, self.gpu)
+            env = self._untrusted_env(None)
+            self.spare = UntrustedProcess(self.sandbox, None, self.limits, env, None, self.gpu)
         return worker
 
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
+        """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate."""
         start = time.perf_counter()
         if not self.trusted.alive():
             self.trusted.close()
@@ -162,9 +204,16 @@ class Lane:
             request = dataclasses.replace(request, sandbox=self.sandbox, gpu=self.gpu,
                                           memory_limit_gb=self.limits.memory_limit_gb,
                                           candidate_pid=worker.proc.pid)
-            wire.send(self.trusted.sock, request, worker.sock.fileno())
+            try:
+                wire.send(self.trusted.sock, request, worker.sock.fileno())
+            except (OSError, wire.ProtocolError) as err:
+                why = f"the trusted worker did not take the request ({type(err).__name__}: {err})"
+                self.trusted.close()
+                raise HarnessFailure(why) from err
             worker.sock.close()  # the trusted worker holds its own copy now
             measurement = self._wait(worker, backstop_s)
+            if measurement.status == HARNESS_ERROR:
+                raise HarnessFailure(measurement.error or "the trusted worker reported a harness error")
             if measurement.status == "crashed":
                 try:
                     worker.proc.wait(timeout=2)  # it is dying: say how
@@ -173,8 +222,7 @@ class Lane:
                 except subprocess.TimeoutExpired:
                     pass
         finally:
-            worker.kill()
-            shutil.rmtree(worker.home, ignore_errors=True)
+            worker.close()
         return Outcome(measurement, time.perf_counter() - start, self.sandbox)
 
     def _untrusted_env(self, build_dir: Path | None) -> dict[str, str]:
@@ -187,14 +235,22 @@ class Lane:
         """The trusted worker's answer; the parent's own verdict on memory or a stuck lane."""
         deadline = time.monotonic() + backstop_s + BACKSTOP_GRACE_S
         killed_for = None
+        answer_ready = select.poll()  # not select(): a busy trainer's fds exceed select's 1024
+        answer_ready.register(self.trusted.sock, select.POLLIN)
         while True:
-            ready, _, _ = select.select([self.trusted.sock], [], [], POLL_S)
-            if ready:
+            if answer_ready.poll(POLL_S * 1000):  # an answer, or the trusted worker is gone
                 try:
-                    answer, _ = wire.recv(self.trusted.sock, wire.TRUSTED_REPLIES, timeout_s=60)
+                    answer, _ = wire.recv(self.trusted.sock, wire.TRUSTED_REPLIES, ANSWER_TIMEOUT_S)
                 except wire.ProtocolError as err:
+                    try:
+                        code = self.trusted.proc.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        code = None
+                    words = self.trusted.last_words()
                     self.trusted.close()
-                    return wire.Measurement("crashed", f"evaluation failed: the trusted worker died ({err})")
+                    how = "still running" if code is None else _how(code, via_bwrap=False)
+                    raise HarnessFailure(f"the trusted worker failed ({err}; {how}"
+                                         f"{': ' + words if words else ''})") from err
                 return killed_for or answer
             if killed_for is None and worker.proc.poll() is None:
                 if worker.rss_gb() > self.limits.memory_limit_gb:
@@ -209,18 +265,17 @@ class Lane:
 
 def compile_candidate(source: str, build_dir: Path, limits: Limits, env: dict[str, str], sandbox: str,
                       timeout_s: float, device: str) -> tuple[wire.Reply | None, str]:
-    """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, stderr tail)."""
-    home = Path(tempfile.mkdtemp(prefix="warpk-compile-"))
-    build_dir.mkdir(parents=True, exist_ok=True)
-    worker = UntrustedProcess(sandbox, home, limits,
-                              {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)},
-                              build_dir, None)
+    """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, its last line)."""
+    build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
+    env = {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)}
+    worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None)
     try:
+        _send_timeout(worker.sock, timeout_s)  # it reads the Load once torch is imported
         wire.send(worker.sock, wire.Load(source, device, limits.threads, compile_only=True))
         reply, _ = wire.recv(worker.sock, (wire.Reply,), timeout_s=timeout_s)
         return reply, ""
-    except wire.ProtocolError:
+    except (OSError, wire.ProtocolError):
+        worker.kill()
         return None, worker.stderr_tail()
     finally:
-        worker.kill()
-        shutil.rmtree(home, ignore_errors=True)
+        worker.close()

@@ -14,20 +14,29 @@ by that process's wall clock. This module limits what it can do to the machine.
   the few /etc files they need (not /etc/shadow), this Python installation, the install
   prefixes of the compilers on PATH (a cluster's gcc or CUDA in /opt or /apps) and the `warpk`
   package: no $HOME, /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private,
-  empty tmpfs; its working dir (also $TMPDIR) and, for a CUDA candidate, its own build dir are
-  the only writable places; own PID namespace (it cannot see or signal other processes, and everything
-  it spawns dies with it: `--die-with-parent`, then the namespace goes); new session (no
-  terminal injection); all capabilities dropped, no_new_privs; on a GPU only its lane's device
-  nodes (/dev/nvidia<i> + control/UVM nodes) exist; a scrubbed environment (no tokens or keys).
+  empty tmpfs of at most SCRATCH_LIMIT_BYTES in the sandbox's own mount namespace, and holds
+  its working dir (also $HOME and $TMPDIR): nothing it writes there reaches the host, and it
+  goes with the sandbox; for a CUDA candidate its own build dir (a host folder: the cache per
+  source hash, shared by the compile pool and the lane) is the only other writable place, and
+  the parent only makes that folder, never reads in it; own PID namespace (it cannot see or
+  signal other processes, and everything it spawns dies with it: `--die-with-parent`, then the
+  namespace goes); new session (no terminal injection); all capabilities dropped,
+  no_new_privs; on a GPU only its lane's device nodes (/dev/nvidia<i> + control/UVM nodes)
+  exist; a scrubbed environment (no tokens or keys), for the sandbox's init (/proc/1) too.
   Both modes: one fresh process per candidate (nothing of one candidate can reach the next);
+  its stdout and stderr reach the parent through a pipe the parent made, drained without
+  blocking into the last 4 KiB (warpk.evaluator.hostside): the parent never opens, follows or
+  walks a path the candidate can write, and every wait of the parent has a time limit, so a
+  candidate costs its own record and its compile slot, never the lane or the run; a host
+  folder it wrote into (`process` mode) is removed without following links, at any depth;
   wall-clock limits per step (enforced by the trusted worker, then SIGKILL of the whole
   sandbox); host memory watched over its whole process tree (RLIMIT_AS too on CPU), no core
   dumps, one file at most 1 TiB.
-  Not covered: memory in its private /tmp and in memfds it keeps (not in any process's RSS, so
-  not watched; a cgroup with memory.max would be) and the number of its processes (no pids
-  limit; RLIMIT_NPROC does not bind root); threads or processes it leaves running between its
-  batches, which can slow the reference being timed (corpus 45b); the disk space its working
-  dir and build dir take (a quota is the host's job);
+  Not covered: memory in memfds it keeps (not in any process's RSS, so not watched; a cgroup
+  with memory.max would be; its private /tmp is capped instead) and the number of its
+  processes (no pids limit; RLIMIT_NPROC does not bind root); threads or processes it leaves
+  running between its batches, which can slow the reference being timed (corpus 45b); the disk
+  space its build dir takes, and in `process` mode its working dir (a quota is the host's job);
   kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
   NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
   it can write into its error text (records keep it); GPU side channels and a kernel left
@@ -36,8 +45,15 @@ by that process's wall clock. This module limits what it can do to the machine.
   device delivery) + 3 ms + 5 %, and a lie inside that passes (corpus 42e, 42f and 45b are open
   holes); `process` mode has none of the namespace protections above (a
   candidate there can write wherever the user can and reach the network, the sampler daemon on
-  loopback included: it cannot change a reading there, but it can slow the daemon). Run untrusted code on
+  loopback included: it cannot change a reading there, but it can slow the daemon; it can also
+  kill the trusted worker, which stops the run as a harness failure). Run untrusted code on
   a machine you can afford to lose, or at least under bwrap.
+
+Preflight (`resolve_sandbox`, once per process): the real worker entry (torch and
+warpk.evaluator.untrusted imported by this interpreter, by the path this process was started
+with) runs inside the real sandbox command line; where it cannot, evaluation refuses with one
+line (SandboxUnavailable) instead of scoring every candidate `crashed`. A venv reached through a
+symlink is mounted at that path too: its python must be run from there to find pyvenv.cfg.
 """
 
 from __future__ import annotations
@@ -50,19 +66,27 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX")
 # Per file. Outputs travel in memfds that RLIMIT_FSIZE also limits, and KernelBench outputs reach
-# several GB (L1 34-39), so this only stops a runaway single file; total disk use of the working
-# dir is not limited (threat model).
+# several GB (L1 34-39), so this only stops a runaway single file.
 FILE_SIZE_LIMIT_BYTES = 1 << 40
+# The sandbox's private /tmp, its working dir included: tmpfs pages are host memory that no
+# process's RSS shows, so the cap bounds them (a candidate needs a few files and compiler caches).
+SCRATCH_LIMIT_BYTES = 2 << 30
+SANDBOX_HOME = Path("/tmp/warpk-worker")  # the working dir, $HOME and $TMPDIR inside the sandbox
 NVIDIA_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps", "nvidia-modeset")
+KILL_WAIT_S = 10.0  # a SIGKILLed worker is reaped by then unless stuck in the kernel (a driver)
+PREFLIGHT_TIMEOUT_S = 300.0  # importing torch from a slow network filesystem takes a while
+PREFLIGHT_CODE = "import torch, warpk.evaluator.untrusted"  # what every worker does first
 
 
 class SandboxUnavailable(RuntimeError):
@@ -76,33 +100,53 @@ class Limits:
     address_space_limit: bool  # RLIMIT_AS too (CPU workers: CUDA needs a huge address space)
 
 
-def _bwrap_works(binary: str) -> str | None:
-    """None if bwrap can make the namespaces here, else why not."""
-    try:
-        done = subprocess.run(
-            [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-             "--die-with-parent", "--cap-drop", "ALL", "true"],
-            capture_output=True, text=True, timeout=30,
+@functools.cache
+def resolve_sandbox(requested: str) -> str:
+    """'bwrap' or 'process' for evaluate.sandbox=auto|bwrap|process, once the real worker entry
+    has started in it (`worker_start_failure`); raises SandboxUnavailable with what to do."""
+    mode = "process" if requested == "process" else "bwrap"
+    if mode == "bwrap" and shutil.which("bwrap") is None:
+        raise SandboxUnavailable(
+            f"evaluate.sandbox={requested}: bwrap is not installed. Install bubblewrap (`apt-get install "
+            "bubblewrap`) or pass evaluate.sandbox=process to run candidates without OS isolation "
+            "(weaker: see warpk/evaluator/sandbox.py)"
         )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return str(err)
-    return None if done.returncode == 0 else (done.stderr.strip() or f"exit code {done.returncode}")
+    why = worker_start_failure(mode)
+    if why is None:
+        return mode
+    where = "in the bwrap sandbox" if mode == "bwrap" else "as a plain process"
+    fix = "check that this python imports torch and warpk"
+    if mode == "bwrap":
+        fix = ("run python from a folder the sandbox mounts (warpk/evaluator/sandbox.py says which), "
+               "check that bubblewrap can make namespaces here (`bwrap --ro-bind / / true`), or pass "
+               "evaluate.sandbox=process (weaker)")
+    raise SandboxUnavailable(f"evaluate.sandbox={requested}: the worker cannot start {where}: "
+                             f"`{sys.executable} -c '{PREFLIGHT_CODE}'` failed ({why}); {fix}")
 
 
 @functools.cache
-def resolve_sandbox(requested: str) -> str:
-    """'bwrap' or 'process' for evaluate.sandbox=auto|bwrap|process; raises SandboxUnavailable."""
-    if requested == "process":
-        return "process"
-    binary = shutil.which("bwrap")
-    why = "bwrap is not installed" if binary is None else _bwrap_works(binary)
-    if why is None:
-        return "bwrap"
-    raise SandboxUnavailable(
-        f"evaluate.sandbox={requested}: {why}. Install bubblewrap (`apt-get install bubblewrap`) "
-        "or pass evaluate.sandbox=process to run candidates without OS isolation (weaker: see "
-        "warpk/evaluator/sandbox.py)"
-    )
+def worker_start_failure(mode: str) -> str | None:
+    """None if this interpreter starts the worker's imports inside the real `mode` sandbox (the
+    command line, environment and interpreter path every worker gets), else the last line it
+    wrote. Its output is read from a pipe: it runs no candidate code."""
+    host_home = None if mode == "bwrap" else Path(tempfile.mkdtemp(prefix="warpk-preflight-"))
+    home = host_home or SANDBOX_HOME
+    sandbox = bwrap_command(None, None) if mode == "bwrap" else []
+    try:
+        done = subprocess.run(
+            [*sandbox, sys.executable, "-c", PREFLIGHT_CODE], cwd=host_home or "/",
+            env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=PREFLIGHT_TIMEOUT_S, start_new_session=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return " ".join(str(err).split())[-300:]
+    finally:
+        if host_home is not None:
+            remove_tree(host_home)
+    if done.returncode == 0:
+        return None
+    lines = [ln for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
+    return (" ".join(lines[-1].split())[-300:] if lines else "") or f"exit code {done.returncode}"
 
 
 # What the sandbox's otherwise empty, read-only root holds: the system's programs and libraries
@@ -124,6 +168,25 @@ def _python_paths() -> list[Path]:
         return not inside or p == prefix or prefix in p.parents or "site-packages" in p.parts
 
     return sorted(p for p in {q.resolve() for q in paths} if allowed(p))
+
+
+def _interpreter_binds(mounted: list[str]) -> list[str]:
+    """Binds that make `sys.executable` exist in the sandbox at the path this process runs it by.
+    A venv reached through a symlink (/scratch/env -> /data/envs/x) is mounted only resolved by
+    `_python_paths`, but its python must be run as /scratch/env/bin/python to find pyvenv.cfg
+    beside it (run resolved, it is the bare base interpreter, without the venv's packages): so
+    the venv (any prefix reached through a symlink) is mounted at that path too. An interpreter
+    that no mounted folder holds at its path (~/bin/python -> /usr/bin/python3.11) is mounted as
+    that one file."""
+    binds = []
+    prefix = os.path.abspath(sys.prefix)
+    if os.path.realpath(prefix) != prefix:
+        binds += ["--ro-bind", os.path.realpath(prefix), prefix]
+        mounted = [*mounted, prefix]
+    python = os.path.abspath(sys.executable)
+    if not any(python.startswith(folder.rstrip("/") + "/") for folder in mounted):
+        binds += ["--ro-bind", python, python]
+    return binds
 
 
 TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
@@ -157,16 +220,22 @@ def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
         cmd += [mode, path, path]
 
 
-def bwrap_command(home: Path, build_dir: Path | None, gpu: str | None) -> list[str]:
-    """The bubblewrap command line that runs the untrusted worker (see the module doc)."""
-    cmd = ["bwrap", "--tmpfs", "/tmp"]  # first: the project, the venv or caches may live under /tmp
-    for path in (*SYSTEM_DIRS, *ETC_FILES):
+def bwrap_command(build_dir: Path | None, gpu: str | None) -> list[str]:
+    """The bubblewrap command line that runs a worker (see the module doc): it starts in
+    SANDBOX_HOME, on the sandbox's own capped tmpfs."""
+    cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--tmpfs", "/tmp"]  # first: the project,
+    cmd += ["--dir", str(SANDBOX_HOME)]  # the venv or caches may live under /tmp (mounted next)
+    mounted = [*SYSTEM_DIRS, *ETC_FILES]
+    for path in mounted:
         _mount(path, cmd)
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if cuda and not cuda.startswith("/usr/"):
         _mount(cuda, cmd)
+        mounted.append(cuda)
     for folder in [*_python_paths(), *_toolchain_prefixes()]:
         _mount(str(folder), cmd)
+        mounted.append(str(folder))
+    cmd += _interpreter_binds(mounted)
     _mount(str(PACKAGE_DIR), cmd)
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     if gpu:
@@ -175,7 +244,7 @@ def bwrap_command(home: Path, build_dir: Path | None, gpu: str | None) -> list[s
             _mount(f"/dev/{node}", cmd, "--dev-bind")
     if build_dir is not None:
         cmd += ["--bind", str(build_dir), str(build_dir)]
-    cmd += ["--bind", str(home), str(home), "--chdir", str(home), "--remount-ro", "/"]
+    cmd += ["--chdir", str(SANDBOX_HOME), "--remount-ro", "/"]
     cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--"]
     return cmd
 
@@ -212,24 +281,42 @@ def _apply_limits(limits: Limits) -> None:
 
 
 class UntrustedProcess:
-    """One sandboxed untrusted worker; `sock` is the trusted side's end of its socket."""
+    """One sandboxed untrusted worker; `sock` is the trusted side's end of its socket.
 
-    def __init__(self, mode: str, home: Path, limits: Limits, env: dict[str, str],
+    Its working dir: under bwrap SANDBOX_HOME on the sandbox's own tmpfs (no host folder at all;
+    a `home` given is not used); in `process` mode `home`, a host folder the caller made and
+    removes, or with None a fresh one made here that `close` removes without following links.
+    Its output comes through a pipe made here (`output`), never a file. `close()` when done."""
+
+    def __init__(self, mode: str, home: Path | None, limits: Limits, env: dict[str, str],
                  build_dir: Path | None = None, gpu: str | None = None):
-        self.mode, self.home, self.limits = mode, home, limits
+        self.mode, self.limits, self.killed = mode, limits, False
+        self.host_home, self.made_home = None, False
+        if mode != "bwrap":
+            self.made_home = home is None
+            self.host_home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-")) if home is None else home
+        home = self.host_home or SANDBOX_HOME
         self.sock, child = socket.socketpair()
         python = [sys.executable, "-m", "warpk.evaluator.untrusted"]
-        cmd = (bwrap_command(home, build_dir, gpu) if mode == "bwrap" else []) + python
+        cmd = (bwrap_command(build_dir, gpu) if mode == "bwrap" else []) + python
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
-        logs = os.environ.get("WARPK_WORKER_LOGS")
-        self.stderr_path = Path(logs, f"untrusted-{home.name}.txt") if logs else home / "stderr.txt"
-        with open(self.stderr_path, "wb") as err:
+        self.output = OutputTail()
+        try:
             self.proc = subprocess.Popen(
-                cmd, cwd=home, env=full_env, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                pass_fds=(child.fileno(),), start_new_session=True,
-                preexec_fn=lambda: _apply_limits(limits),
+                cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
+                stdout=self.output.write_fd, stderr=self.output.write_fd, pass_fds=(child.fileno(),),
+                start_new_session=True, preexec_fn=lambda: _apply_limits(limits),
             )
-        child.close()
+        except BaseException:
+            self.output.close()
+            self.sock.close()
+            if self.made_home:
+                remove_tree(self.host_home)
+            raise
+        finally:
+            child.close()
+        logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: a copy in the parent's own file
+        self.output.started(Path(logs, f"untrusted-{self.proc.pid}.txt") if logs else None)
 
     def rss_gb(self) -> float:
         """Resident memory of the worker and everything it spawned."""
@@ -250,21 +337,26 @@ class UntrustedProcess:
         return total / 1024**2
 
     def stderr_tail(self, chars: int = 300) -> str:
-        """The last non-empty line of its log (only the last 4 KiB are read: the candidate wrote it)."""
-        try:
-            with open(self.stderr_path, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
-                text = log.read(4096).decode(errors="replace")
-        except OSError:
-            return ""
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return lines[-1][-chars:] if lines else ""
+        """The last non-empty line it wrote (from the pipe's last 4 KiB: the candidate wrote it)."""
+        return self.output.last_line(chars)
 
     def kill(self) -> None:
-        """SIGKILL the whole sandbox (its PID namespace dies with its first process)."""
+        """SIGKILL the whole sandbox (its PID namespace dies with its first process); once."""
+        if not self.killed:
+            self.killed = True
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
+            self.proc.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:  # stuck in the kernel: reaped by a later poll, or never
             pass
-        self.proc.wait()
         self.sock.close()
+
+    def close(self) -> None:
+        """Kill it, stop reading its output and remove the host folder made for it (if any)."""
+        self.kill()
+        self.output.close()
+        if self.made_home:
+            remove_tree(self.host_home)
