@@ -37,6 +37,7 @@ from warpk.config import (
     field_at,
     register_configs,
 )
+from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.sandbox import SandboxUnavailable, resolve_sandbox
 from warpk.hardware import (
     HardwareError,
@@ -255,8 +256,9 @@ def main(cfg: DictConfig) -> float:
     with wandb_run(logger, run_dir, OmegaConf.to_container(resolved), tags, group, name) as run:
         try:
             summary = run_stage(config, run_dir, run.log)
-        except (TaskError, PolicyWeightsMissing, ConfigError, CalibrationError) as err:
-            refuse(err)
+        except (TaskError, PolicyWeightsMissing, ConfigError, CalibrationError, HarnessFailure,
+                SandboxUnavailable) as err:
+            refuse(err)  # a HarnessFailure is ours, never a candidate's verdict: nothing is summarised
         run.summary.update({k: v for k, v in summary.items() if v is not None})
     # the commit behind the run, for reports' manifests (not a metric: kept out of W&B's summary)
     if distributed.is_main():
@@ -276,9 +278,10 @@ def _train_processes(config: RunConfig, run_dir: Path) -> dict:
 
 
 def refuse(err: BaseException) -> NoReturn:
-    """An expected user error inside a job: one line on stderr and exit status 2, as preflight's
-    refusals (never a traceback)."""
-    print(f"warpk: {err}", file=sys.stderr)
+    """An expected user error inside a job, or a failure of the evaluator itself (HarnessFailure:
+    a task whose reference cannot run, a sandbox that cannot start the worker): one line on
+    stderr and exit status 2, as preflight's refusals (never a traceback)."""
+    print(f"warpk: {' '.join(str(err).split())}", file=sys.stderr)
     raise SystemExit(2)
 
 
