@@ -129,6 +129,16 @@ def test_the_sandbox_mounts_a_symlinked_venv_where_its_python_is_run(tmp_path, m
     assert f"--ro-bind {link.resolve()} {link} " in cmd  # its python finds pyvenv.cfg beside it
 
 
+def test_a_script_run_from_tmp_never_mounts_the_hosts_tmp(monkeypatch):
+    """`python /tmp/probe.py` puts /tmp on sys.path: mounted, it would show the sandbox every
+    other run's files and cover its own /tmp, where its working dir is."""
+    monkeypatch.setattr(sandbox.sys, "path", ["/tmp", "/", *sys.path])
+    cmd = " ".join(sandbox.bwrap_command(None, None))
+    assert "--ro-bind /tmp /tmp" not in cmd and "--ro-bind / /" not in cmd
+    tmpfs = f"bwrap --size {sandbox.SCRATCH_LIMIT_BYTES} --tmpfs /tmp --dir {sandbox.SANDBOX_HOME} "
+    assert cmd.startswith(tmpfs)
+
+
 def test_an_interpreter_outside_every_mount_is_mounted_as_that_file(monkeypatch):
     monkeypatch.setattr(sandbox.sys, "prefix", "/usr")
     monkeypatch.setattr(sandbox.sys, "executable", "/srv/tools/python3")

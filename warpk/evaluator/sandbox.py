@@ -158,13 +158,18 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/a
 
 def _python_paths() -> list[Path]:
     """Folders of this Python installation (interpreter, stdlib, site-packages, a venv). Inside
-    the project tree only a venv or site-packages qualifies (only `warpk` is mounted of the rest)."""
+    the project tree only a venv or site-packages qualifies (only `warpk` is mounted of the rest).
+    Never / or the host's /tmp (a script run from /tmp puts it on sys.path): it would expose every
+    other run's files and cover the sandbox's own /tmp, where the worker's working dir is."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
     paths |= {Path(p) for p in sys.path if p and os.path.isdir(p)}
     prefix = Path(sys.prefix).resolve()
+    covering = {Path("/"), *SANDBOX_HOME.parents, Path(tempfile.gettempdir()).resolve()}
 
     def allowed(p: Path) -> bool:
         inside = p == PROJECT_ROOT or PROJECT_ROOT in p.parents
+        if p in covering:
+            return False
         return not inside or p == prefix or prefix in p.parents or "site-packages" in p.parts
 
     return sorted(p for p in {q.resolve() for q in paths} if allowed(p))
