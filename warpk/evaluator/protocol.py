@@ -173,13 +173,10 @@ class MeasureRequest:
     first_call_timeout_s: float  # Build and the first forward may compile (Triton, an extension
     #                              built in __init__ or on first use): the compile budget then
     energy: EnergySpec | None = None  # None: no measured energy
-    # The reference worker (the same harness as the candidate's, running the task's Model) is
-    # started by the trusted worker in the same sandbox as the candidate's worker:
-    sandbox: str = "process"  # bwrap | process
+    sandbox: str = "process"  # bwrap | process (the reference worker's too: reference.py)
     gpu: str | None = None  # the lane's GPU (CUDA_VISIBLE_DEVICES value), None on the CPU
     memory_limit_gb: float = 0.0  # 0: no RLIMIT_AS for the reference worker
-    candidate_pid: int | None = None  # the root of the candidate's sandbox: frozen while the
-    #                                   reference is timed (warpk.evaluator.freeze)
+    candidate_pid: int | None = None  # the root of the candidate's sandbox (freeze.py)
 
 
 @dataclass(frozen=True)
@@ -202,8 +199,8 @@ class Measurement:
     calls_per_batch: int | None = None
     batches: int | None = None
     freeze: str | None = None  # how the candidate was kept still while the reference was timed
-    ref_alone_runtime_ms: float | None = None  # GPU: the reference once the candidate was gone
-    ref_contention: float | None = None  # interleaved / alone reference time (> 1: slowed)
+    ref_alone_runtime_ms: float | None = None  # the reference once the candidate was gone, and
+    ref_contention: float | None = None  # interleaved / alone (> 1: slowed while it existed)
     flops: float | None = None
     min_bytes: float | None = None
     io_bytes: float | None = None  # inputs + outputs of one call

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict
@@ -75,11 +72,11 @@ class ReferenceWorker:
 
     def __init__(self, request: wire.MeasureRequest):
         self.key = worker_key(request)
-        self.home = Path(tempfile.mkdtemp(prefix="warpk-reference-"))
         limits = Limits(request.memory_limit_gb, request.settings.num_threads,
                         address_space_limit=request.device == "cpu")  # as the candidate's
         env = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "MAX_JOBS": "4"}
-        self.process = UntrustedProcess(request.sandbox, self.home, limits, env, None, request.gpu)
+        # its working dir as the candidate's: a tmpfs in its sandbox, or a host folder it removes
+        self.process = UntrustedProcess(request.sandbox, None, limits, env, None, request.gpu)
         self.sock = self.process.sock
         # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
         self.freezer = Freezer(self.process.proc.pid)
@@ -114,8 +111,7 @@ class ReferenceWorker:
 
     def close(self) -> None:
         self.freezer.close()
-        self.process.kill()
-        shutil.rmtree(self.home, ignore_errors=True)
+        self.process.close()
 
 
 class ReferenceWorkers:

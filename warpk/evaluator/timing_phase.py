@@ -11,9 +11,10 @@ candidate first, then the reference on the same inputs drawn again); while the r
 the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first
 WARMUP_BATCHES warm both up and are not used. Every timed call's output is verified against the reference
 worker's. Speedup = median of the per-batch ratios with its distribution-free 95% interval.
-On a GPU a frozen candidate's queued kernels still run, so the reference is also timed once the
-candidate's sandbox is gone (`reference_alone`), and the interleaved reference batches are never
-taken as slower than that (`Timing.fields`).
+A frozen candidate's queued GPU kernels still run and its armed timers still fire (waking the
+CPU the reference runs on), so the reference is also timed once the candidate's sandbox is gone
+(`reference_alone`), and the interleaved reference batches are never taken as slower than that
+(`Timing.fields`).
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (trusted.Session.run).
 """
@@ -21,8 +22,10 @@ Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (trust
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import statistics
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -67,9 +70,9 @@ class Timing:
 
     def fields(self, alone_ms: tuple[float, ...] = ()) -> dict:
         """The record's timing fields. `alone_ms`: reference batches timed after the candidate's
-        sandbox was gone (a GPU lane): where the interleaved reference was slower than that, its
-        batches are scaled down by the difference, so work the candidate left queued on the
-        device (which freezing its processes does not stop) cannot slow the reference for it."""
+        sandbox was gone: where the interleaved reference was slower than that, its batches are
+        scaled down by the difference, so what freezing does not stop (kernels queued on the
+        device, armed timers) cannot slow the reference for the candidate."""
         ref_ms = list(self.ref_ms)
         extra: dict = {}
         if alone_ms:
@@ -145,6 +148,9 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
             for i, (ref_out, out) in enumerate(zip(ref_outs, new_outs, strict=True)):
                 verify(ref_out, out, f"timed call {i} of batch {batch}")
             del ref_outs, new_outs
+            if os.environ.get("WARPK_DEBUG_TIMING"):  # with WARPK_WORKER_LOGS: the trusted worker's log
+                print(f"batch {batch} k={k} reference {ref_wall:.3f} ms candidate {new_wall:.3f} ms",
+                      file=sys.stderr, flush=True)
             if batch >= WARMUP_BATCHES:
                 ref_ms.append(ref_wall / k)
                 new_ms.append(new_wall / k)

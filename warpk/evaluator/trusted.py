@@ -230,15 +230,18 @@ class Session(EnergyPhases, Link):
         self.timed = time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
                                   verify, k, s.timing_batches, big, self.torch)
         self.result.update(self.timed.fields())
-        self.confirmed_call_ms = statistics.median(self.timed.new_ms)
+        # the energy floor per call: its round trip less the delivery the reference's shows
+        delivery_ms = statistics.median(self.timed.ref_ms) - self.ref_call_s * 1e3
+        self.confirmed_call_ms = max(0.0, statistics.median(self.timed.new_ms) - max(delivery_ms, 0.0))
 
     def timing_without_candidate(self) -> None:
-        """On a GPU, last: the candidate's sandbox killed (its queued kernels die with its
-        context), the reference timed alone; the speedup never credits a reference the
-        candidate slowed (timing_phase.Timing.fields)."""
-        if not self.dev.cuda or not self.request.candidate_pid:
+        """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
+        freezing does not stop), the reference timed alone; the speedup never credits a
+        reference the candidate slowed (timing_phase.Timing.fields; corpus 45b, 54)."""
+        if not self.request.candidate_pid:
             return
         self.phase = "timing"
+        self.apply_shape(self.request.shape)  # other_shapes left another shape's constants set
         if not self.freezer.kill():
             raise Verdict("crashed", "the candidate's sandbox did not end when killed")
         batches = max(3, self.s.timing_batches // 2)
