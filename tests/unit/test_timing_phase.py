@@ -104,7 +104,7 @@ def test_batches_are_sized_by_the_references_time_and_memory():
 def test_a_reference_slowed_while_the_candidate_existed_is_not_credited():
     timing, _, _ = run(cand_ms=1.0, ref_ms=2.0)
     slowed = timing.fields(alone_ms=(1.0,) * 5)  # alone it took half: the candidate slowed it
-    assert slowed["speedup"] == pytest.approx(1.03) and slowed["ref_contention"] == pytest.approx(2.0)
+    assert slowed["speedup"] == pytest.approx(1.05) and slowed["ref_contention"] == pytest.approx(2.0)
     noise = timing.fields(alone_ms=(1.95,) * 5)  # within the tolerance: left alone
     assert noise["speedup"] == pytest.approx(2.0)
     untouched = timing.fields(alone_ms=(3.0,) * 5)  # alone it was slower: nothing to take back

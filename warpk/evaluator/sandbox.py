@@ -7,8 +7,10 @@ not work, rather than silently falling back.
 
 Threat model. The candidate has full Python and C++ power inside its process and has read this
 code. Its verdict is decided elsewhere (warpk.evaluator.trusted): it sees inputs only when they
-are handed to it, its outputs are checked as bytes in another process, and its clock is bounded
-by that process's wall clock. This module limits what it can do to the machine.
+come with the Go that starts the trusted clock, its outputs are checked as bytes in another
+process, its time is that process's clock only (evaluator v3: nothing it reports is read), and
+the reference is timed through the same harness in a worker of its own, in this same sandbox
+(warpk.evaluator.reference). This module limits what it can do to the machine.
   Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root
   that holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys),
   the few /etc files they need (not /etc/shadow), this Python installation, the install
@@ -32,18 +34,27 @@ by that process's wall clock. This module limits what it can do to the machine.
   wall-clock limits per step (enforced by the trusted worker, then SIGKILL of the whole
   sandbox); host memory watched over its whole process tree (RLIMIT_AS too on CPU), no core
   dumps, one file at most 1 TiB.
+  While the reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every
+  process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads,
+  so all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and
+  the reference is timed again after the sandbox is killed, so what freezing does not stop
+  (kernels queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: memory in memfds it keeps (not in any process's RSS, so not watched; a cgroup
-  with memory.max would be; its private /tmp is capped instead) and the number of its
-  processes (no pids limit; RLIMIT_NPROC does not bind root); threads or processes it leaves
-  running between its batches, which can slow the reference being timed (corpus 45b); the disk
+  with memory.max would be, and is not set yet: on the development machine the cgroup v2
+  hierarchy has no memory, pids or cpuset controller (cgroup v1 holds them); its private /tmp
+  is capped instead) and the number
+  of its processes (no pids limit; RLIMIT_NPROC does not bind root); the cores it uses (no
+  cpuset: a candidate that sets more threads than the reference worker's gets more of a
+  multi-core lane, measured 1.1-1.3x on 2 cores; red team round 2); the disk
   space its build dir takes, and in `process` mode its working dir (a quota is the host's job);
   kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
   NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
   it can write into its error text (records keep it); GPU side channels and a kernel left
-  spinning on the device; the clock's allowance: its own time may be short of the wall clock by
-  1.5 x (the reference's delivery of the same bytes + on a GPU the measured cost of mapping a
-  device delivery) + 3 ms + 5 %, and a lie inside that passes (corpus 42e, 42f and 45b are open
-  holes); `process` mode has none of the namespace protections above (a
+  spinning on the device after the sandbox died; on a GPU lane its harness still packs its
+  outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the CPU the
+  trusted side reads the outputs out of its memory instead: corpus 51); in `process` mode an
+  orphan it reparents outside its process tree escapes the SIGSTOP freeze (not the cgroup
+  one); `process` mode has none of the namespace protections above (a
   candidate there can write wherever the user can and reach the network, the sampler daemon on
   loopback included: it cannot change a reading there, but it can slow the daemon; it can also
   kill the trusted worker, which stops the run as a harness failure). Run untrusted code on

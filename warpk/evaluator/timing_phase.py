@@ -39,7 +39,9 @@ MAX_CALLS_PER_BATCH = 4096
 WARMUP_BATCHES = 2
 # An interleaved reference up to this much slower than alone is noise, not contention (scaling
 # on any difference would bias every speedup down by the noise); a candidate gains at most this.
-CONTENTION_TOLERANCE = 0.03
+# H200, 100 upstream L1 copies (2026-12-04): interleaved / alone had a median of 1.025 (another
+# CUDA context alive costs the reference a little) and 29 above 1.05.
+CONTENTION_TOLERANCE = 0.05
 
 
 class Side(Protocol):
