@@ -4,7 +4,7 @@ Every function takes the `torch` module as its first argument so this module imp
 heavy. The candidate's tensors reach here rebuilt from raw bytes (warpk.evaluator.transport),
 so they are plain tensors whose dtype and shape are what the bytes say.
 
-Non-goals: no drawing of inputs (trusted.Session.inputs), no timing.
+Non-goals: no drawing of inputs (session.Session.inputs), no timing.
 """
 
 from __future__ import annotations

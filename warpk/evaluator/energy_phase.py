@@ -1,11 +1,11 @@
 """The trusted worker's energy phases (evaluate.energy=nvml|sampler, GPU only), a part of
-trusted.Session: the reference's energy per call (from this lane's store, or measured before the
+session.Session: the reference's energy per call (from this lane's store, or measured before the
 candidate is loaded), the candidate's on the NVML counter read here while its calls run over
 there (warpk.evaluator.energy), and the sampler daemon's lane telemetry over the candidate's own
 batches and windows. A meter failure is the record's energy_error (lane_error), never a
 modelled stand-in.
 
-Non-goals: no meters (warpk.evaluator.energy), no protocol order (trusted.Session.run).
+Non-goals: no meters (warpk.evaluator.energy), no protocol order (session.Session.run).
 """
 
 from __future__ import annotations

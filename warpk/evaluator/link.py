@@ -7,7 +7,7 @@ and how long the candidate may take. Whatever the untrusted worker sends is chec
 those bounds before anything of it is allocated or believed; its failures come back as a Verdict
 whose reason can never pass for the harness's own.
 
-Non-goals: no verdicts on outputs (warpk.evaluator.checks), no protocol order (trusted.Session).
+Non-goals: no verdicts on outputs (warpk.evaluator.checks), no protocol order (session.Session).
 """
 
 from __future__ import annotations

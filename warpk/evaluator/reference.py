@@ -119,6 +119,7 @@ class ReferenceWorkers:
 
     def __init__(self):
         self.current: ReferenceWorker | None = None
+        self.probed: set[tuple[str, str]] = set()  # (task source, shape) run here before a candidate
 
     def for_request(self, request: wire.MeasureRequest) -> ReferenceWorker:
         key = worker_key(request)

@@ -16,7 +16,7 @@ CPU the reference runs on), so the reference is also timed once the candidate's 
 (`reference_alone`), and the interleaved reference batches are never taken as slower than that
 (`Timing.fields`).
 
-Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (trusted.Session.run).
+Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (session.Session.run).
 """
 
 from __future__ import annotations

@@ -1,0 +1,320 @@
+"""One candidate's measurement in the trusted worker (warpk.evaluator.trusted runs it): the
+protocol's steps in order (`Session.run`; the list is in trusted.py's docstring), the reference
+here and in the reference worker, the candidate behind its socket.
+
+Session lives in four modules, read in this order: this one (the protocol's order, the reference,
+correctness), `link` (messages and tensors to and from a worker, the bounds on both),
+`timing_phase` (the timed batches, a function of two sides) and `energy_phase`.
+
+Non-goals: no verdict mapping of exceptions (trusted.measure), no sandboxing, no records.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import statistics
+import time
+import types
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, fingerprint, flatten, same_inputs
+from warpk.evaluator.devices import Device
+from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
+from warpk.evaluator.energy_phase import EnergyPhases
+from warpk.evaluator.freeze import Freezer, NoFreeze
+from warpk.evaluator.hostmem import check_host_memory
+from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
+from warpk.evaluator.reference import GuardedSide, HarnessError, ReferenceWorkers, reference_failures
+from warpk.evaluator.remote import wait_worker_pid
+from warpk.evaluator.timing_phase import calls_per_batch, reference_alone, time_batches
+from warpk.evaluator.transport import layout
+
+
+def _load_task(source: str) -> types.ModuleType:
+    module = types.ModuleType("warpk_task")
+    module.__file__ = "task.py"
+    exec(compile(source, "task.py", "exec"), module.__dict__)  # noqa: S102 - the task is trusted
+    return module
+
+
+class Session(EnergyPhases, Link):
+    """One candidate's measurement: the reference here and in the reference worker, the
+    candidate behind `sock` (Link), in the protocol's order (`run`)."""
+
+    def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket,
+                 energies: ReferenceEnergies | None = None, references: ReferenceWorkers | None = None):
+        super().__init__(torch, dev, request.settings, sock)
+        self.request = request
+        self.energies = energies if energies is not None else ReferenceEnergies()
+        self.references = references if references is not None else ReferenceWorkers()
+        self.ref_energy: ReferenceEnergy | None = None
+        self.ref_energy_error: str | None = None
+        try:
+            self.task = _load_task(request.task_source)
+        except Exception as err:  # noqa: BLE001 - the task file is ours to get right
+            raise HarnessError(f"the task's source does not load: {one_line(err)}") from err
+        self.constants = {
+            k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
+        }
+        self.result: dict = {"device": dev.name}
+        self.confirmed_call_ms = 0.0  # per call, what the candidate's timed batches took
+        self.ref_link: Link | None = None
+        self.freezer: Freezer | None = None
+
+    # --- the reference side ------------------------------------------------------------------------
+    def apply_shape(self, shape: str) -> None:
+        for key, value in self.constants.items():
+            setattr(self.task, key, value)
+        for key, value in self.request.shapes.get(shape, {}).items():
+            setattr(self.task, key, value)
+
+    def check_host_memory(self) -> None:
+        if not self.dev.cuda:
+            check_host_memory(self.torch, self.task)
+
+    def inputs(self, seed: int) -> list:
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.dev.device):
+            values = self.task.get_inputs()
+        return [x.to(self.dev.device) if isinstance(x, torch.Tensor) else x for x in values]
+
+    def build(self, with_reference_worker: bool = False) -> None:
+        """Model here (and in the reference worker) and ModelNew over there from one fresh seed."""
+        self.phase = "build"
+        seed = secrets.randbits(31)
+        init_args = list(self.task.get_init_inputs())
+        self.reference = self.make_reference(seed, init_args)
+        fd, (encoded,) = self.carriers[False].encode_calls([init_args])
+        try:
+            if with_reference_worker:
+                with self.reference_side("build"):
+                    self.ref_link.ask(wire.Build(seed, encoded), fd, self.s.compile_timeout_s)
+            limit_s = self.limit_for(1) + self.s.run_timeout_s + self.request.first_call_timeout_s
+            self.ask(wire.Build(seed, encoded), fd, limit_s)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def make_reference(self, seed: int, init_args: list):
+        """The task's Model under `seed`, here; its own failure is the harness's."""
+        torch = self.torch
+        try:
+            with torch.device(self.dev.device):
+                torch.manual_seed(seed)
+                return self.task.Model(*init_args).to(self.dev.device).eval()
+        except (MemoryError, torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as err:  # noqa: BLE001 - the task's Model: ours
+            raise HarnessError(f"the task's Model(...) cannot be built: {one_line(err)}") from err
+
+    def run_reference(self, inputs: list):
+        """The reference's outputs here (correctness); its own failure is the harness's."""
+        try:
+            return self.reference(*inputs)
+        except (MemoryError, self.torch.cuda.OutOfMemoryError):
+            raise
+        except Exception as err:  # noqa: BLE001 - the task's forward: ours
+            raise HarnessError(f"the task's reference raised {one_line(err)}") from err
+
+    def reference_side(self, what: str):
+        """Failures of the reference worker are the harness's (reference.reference_failures)."""
+        return reference_failures(self.references, self.went, what)
+
+    # --- the protocol ------------------------------------------------------------------------------
+    def correctness(self) -> int:
+        """The correctness trials; returns the last trial's seed (its inputs are redrawn later)."""
+        torch, s = self.torch, self.s
+        self.phase = "correctness"
+        worst_abs = worst_rel = 0.0
+        ref_times, seed = [], 0
+
+        def reference(inputs: list):
+            start = time.perf_counter()
+            out = self.run_reference(inputs)
+            self.dev.sync()
+            ref_times.append(time.perf_counter() - start)
+            self.ref_call_s = max(ref_times)  # the next limit scales with the reference too
+            self.size_outputs(out)
+            return out
+
+        for trial in range(s.correctness_trials):
+            seed = secrets.randbits(63)
+            inputs = self.inputs(seed)
+            ref_out = reference(inputs) if trial == 0 else None  # the first also sizes the task
+            in_bytes = layout([x for x in inputs if isinstance(x, torch.Tensor)])[1]
+            # A huge task runs the candidate first and the reference after it on the same inputs
+            # drawn again, so one set of outputs at a time is held (docs/evaluator.md §3).
+            # Its determinism re-run and returned inputs are skipped: they cost memory.
+            big = in_bytes + self.out_bytes > BIG_IO_BYTES
+            if big:
+                ref_out = None
+                self.release()
+            elif ref_out is None:
+                ref_out = reference(inputs)
+            repeats = 2 if trial == 0 and not big else 1
+            prints = [fingerprint(torch, inputs)]
+            calls = [inputs] * repeats
+            del inputs  # the candidate's copy is packed; ours is drawn again from the seed if needed
+            limit = self.limit_for(repeats) + (self.request.first_call_timeout_s if trial == 0 else 0.0)
+            # on a GPU the worker works on a device copy: it reports its inputs (an honest-bug
+            # check); on the CPU it works on our memfd in place and the link checks it (link.py)
+            _, outs, ins, _ = self.go(calls, limit, consume=big, return_inputs=not big and self.dev.cuda,
+                                      poison=True, release=big)
+            del calls
+            if big:
+                self.settle()
+                inputs = self.inputs(seed)
+                check_redrawn(torch, [inputs], prints)
+                ref_out = reference(inputs)
+                del inputs
+            for k, out in enumerate(outs):
+                where = f"trial {trial}" + (" (the same inputs again: non-deterministic?)" if k else "")
+                abs_err, rel_err = check_correct(torch, ref_out, out, s, where)
+                worst_abs, worst_rel = max(worst_abs, abs_err), max(worst_rel, rel_err)
+            del outs, ref_out
+            if ins:
+                pristine = [x for x in self.inputs(seed) if isinstance(x, torch.Tensor)]
+                if any(not same_inputs(torch, got, pristine) for got in ins):
+                    raise Verdict("incorrect", "the candidate modified its inputs in place")
+            del ins
+        self.ref_call_s = statistics.median(ref_times[1:] or ref_times)
+        self.result.update(max_abs_err=worst_abs, max_rel_err=worst_rel)
+        return seed
+
+    def work_estimate(self, inputs: list) -> None:
+        """FLOPs (torch's flop counter) and minimum bytes moved of one reference call."""
+        torch = self.torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            out = self.run_reference(inputs)
+        outs = [o for o in flatten(out) if isinstance(o, torch.Tensor)]
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        io_bytes = sum(t.numel() * t.element_size() for t in tensors + outs)
+        params = list(self.reference.parameters()) + list(self.reference.buffers())
+        self.result.update(
+            flops=float(counter.get_total_flops()),
+            min_bytes=float(io_bytes + sum(p.numel() * p.element_size() for p in params)),
+            io_bytes=float(io_bytes),
+        )
+
+    def timing(self) -> None:
+        """Both sides through the same round trip on this process's clock (timing_phase)."""
+        s = self.s
+        self.phase = "timing"
+        ref = self.ref_link
+        ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
+        k = calls_per_batch(self.ref_call_s, self.result["io_bytes"], s.batch_target_ms, s.batch_memory_bytes)
+
+        def verify(ref_out, out, where: str) -> None:
+            check_correct(self.torch, ref_out, out, s, where)
+
+        big = self.result["io_bytes"] > BIG_IO_BYTES
+        self.timed = time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
+                                  verify, k, s.timing_batches, big, self.torch)
+        self.result.update(self.timed.fields())
+        # the energy floor per call: its round trip less the delivery the reference's shows
+        delivery_ms = statistics.median(self.timed.ref_ms) - self.ref_call_s * 1e3
+        self.confirmed_call_ms = max(0.0, statistics.median(self.timed.new_ms) - max(delivery_ms, 0.0))
+
+    def timing_without_candidate(self) -> None:
+        """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
+        freezing does not stop), the reference timed alone; the speedup never credits a
+        reference the candidate slowed (timing_phase.Timing.fields; corpus 45b, 54)."""
+        if not self.request.candidate_pid:
+            return
+        self.phase = "timing"
+        self.apply_shape(self.request.shape)  # other_shapes left another shape's constants set
+        if not self.freezer.kill():
+            raise Verdict("crashed", "the candidate's sandbox did not end when killed")
+        batches = max(3, self.s.timing_batches // 2)
+        with self.reference_side("timing alone"):
+            alone = reference_alone(self.ref_link, self.inputs, self.timed.calls_per_batch, batches)
+        self.result.update(self.timed.fields(alone))
+
+    def other_shapes(self) -> None:
+        """On a GPU, one correctness trial at every other declared shape."""
+        if not self.dev.cuda:
+            return
+        for name in self.request.shapes:
+            if name == self.request.shape:
+                continue
+            self.phase = "correctness"
+            self.apply_shape(name)
+            self.build()
+            inputs = self.inputs(secrets.randbits(63))
+            ref_out = self.run_reference(inputs)
+            self.size_outputs(ref_out)
+            calls = [inputs]
+            del inputs
+            _, (out,), _, _ = self.go(calls, self.limit_for(1) + self.s.run_timeout_s, consume=True)
+            check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
+
+    def probe_reference(self) -> None:
+        """The reference built and run once here before any candidate code runs (once per task,
+        shape and lane): what the task needs is known before a candidate could hold the device's
+        memory, so `too_big` is the task's and never a candidate's doing."""
+        key = (self.request.task_source, self.request.shape)
+        if key in self.references.probed:
+            return
+        torch = self.torch
+        self.phase = "build"
+        with torch.no_grad():
+            self.reference = self.make_reference(secrets.randbits(31), list(self.task.get_init_inputs()))
+            self.run_reference(self.inputs(secrets.randbits(63)))
+            self.dev.sync()
+        self.reference = None
+        self.references.probed.add(key)
+
+    def start_reference_worker(self) -> None:
+        """The reference worker for this task (started now, or kept from its last candidate)."""
+        worker = self.references.for_request(self.request)
+        if worker.pid is None and self.request.candidate_pid:
+            self.references.discard()
+            raise HarnessError("the reference worker's sandbox never started the interpreter")
+        self.ref_link = Link(self.torch, self.dev, self.s, worker.sock, worker.freezer, worker.pid)
+        self.ref_link.phase = "load"
+        self.ref_worker = worker
+
+    def run(self) -> wire.Measurement:
+        torch, s = self.torch, self.s
+        self.apply_shape(self.request.shape)
+        self.check_host_memory()
+        self.reference_energy()  # before the candidate exists on this lane
+        self.probe_reference()
+        self.release()
+        self.start_reference_worker()  # loads the task while the candidate loads
+        # The candidate's sandbox goes into a cgroup of its own while it is still our idle
+        # harness, so everything it ever spawns is inside (warpk.evaluator.freeze).
+        self.freezer = Freezer(self.request.candidate_pid) if self.request.candidate_pid else NoFreeze()
+        if self.request.candidate_pid:
+            self.still = self.freezer  # frozen from each answer to our next message (link.py)
+            self.pid = wait_worker_pid(self.request.candidate_pid)
+            if self.pid is None:
+                raise HarnessError("the candidate's sandbox never started the worker's interpreter")
+        start = time.perf_counter()
+        self.went = True  # its code runs from its import on: memory the device lacks is its doing
+        self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
+                 limit_s=s.compile_timeout_s)
+        self.result["compile_s"] = time.perf_counter() - start
+        try:
+            self.ref_worker.wait_loaded(s.compile_timeout_s)
+        except RuntimeError as err:
+            self.references.discard()
+            raise HarnessError(str(err)) from err
+        start = time.perf_counter()
+        with torch.no_grad():
+            self.build(with_reference_worker=True)
+            self.work_estimate(self.inputs(self.correctness()))
+            self.result["correctness_s"] = time.perf_counter() - start
+            with self.lane_telemetry():
+                start = time.perf_counter()
+                self.timing()
+                self.result["timing_s"] = time.perf_counter() - start
+                self.energy()
+            self.other_shapes()
+            self.timing_without_candidate()
+        return wire.Measurement(status="ok", **self.result)
