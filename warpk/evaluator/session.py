@@ -296,6 +296,7 @@ class Session(EnergyPhases, Link):
             if self.pid is None:
                 raise HarnessError("the candidate's sandbox never started the worker's interpreter")
         start = time.perf_counter()
+        self.phase = "load"
         self.went = True  # its code runs from its import on: memory the device lacks is its doing
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)
