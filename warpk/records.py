@@ -87,11 +87,11 @@ class EvalRecord:
     sample: int | None = None  # policy evaluation: which of the k completions of its task (0-based)
     sandbox: str | None = None  # how the candidate's process was isolated: bwrap | process
     calls_per_batch: int | None = None  # timing: calls per timed batch (each on fresh inputs)
-    timing_batches: int | None = None  # timed batches (after one warmup batch)
+    timing_batches: int | None = None  # timed batches (after the warmup batches)
     # How the candidate was kept still while the reference was timed (evaluator v3):
     # cgroup (cgroup v2 freezer) | sigstop (every process of its sandbox stopped) | none
     freeze: str | None = None
-    # GPU: the reference's time per call once the candidate's sandbox was gone, and how much slower
+    # the reference's time per call once the candidate's sandbox was gone, and how much slower
     # it was while the candidate existed (interleaved / alone; where > 1, the speedup uses alone)
     ref_alone_runtime_ms: float | None = None
     ref_contention: float | None = None

@@ -46,3 +46,25 @@ def test_a_reference_that_does_not_fit_is_too_big_before_the_candidate_is_import
     record = evaluator.measure(EvalItem(load_task_file(path), candidate, "c.py"))
     assert record.status == "too_big", record.error
     assert not marker.exists(), "the candidate ran before the task's needs were known"
+
+
+def test_a_candidate_that_fails_to_load_leaves_the_reference_worker_in_step_for_the_next_task():
+    """The reference worker's Load answer for a task whose candidate failed to import is still owed
+    when the next task comes: it must be read first, or every reply after it is one step behind
+    and the run stops as a harness failure (review of evaluator v3)."""
+    import yaml
+
+    from warpk.config import HardwareConfig
+
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
+    cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+    problems, solutions = REPO / "kernelbench" / "problems", REPO / "kernelbench" / "solutions"
+    softmax, gelu = load_task_file(problems / "01_softmax.py"), load_task_file(problems / "03_gelu_tanh.py")
+    items = [
+        EvalItem(softmax, "import torch.nn as nn\nraise ImportError('no such kernel')\n"
+                          "class ModelNew(nn.Module):\n    pass\n", "broken.py"),
+        EvalItem(gelu, (solutions / "03_gelu_tanh" / "torch_fused.py").read_text(), "torch_fused.py"),
+    ]
+    protocol = EvaluateConfig(result_cache=False, sandbox="process", timing_batches=3, batch_target_ms=5.0)
+    records = Evaluator(protocol, cpu, lanes=[""]).evaluate_many(items)
+    assert [r.status for r in records] == ["compile_error", "ok"], [(r.status, r.error) for r in records]

@@ -172,12 +172,14 @@ class Freezer:
     def kill(self, timeout_s: float = CONFIRM_TIMEOUT_S) -> bool:
         """SIGKILL everything of the sandbox and wait until none of it runs (its GPU contexts, and
         the work queued in them, go with it); True once gone."""
+        doomed = process_tree(self.root)  # before killing: a dead parent's children move away
         if self.cgroup is not None:
             try:
+                doomed |= {int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()}
                 (self.cgroup / "cgroup.kill").write_text("1")
-            except OSError:
+            except (OSError, ValueError):
                 pass
-        for pid in process_tree(self.root):
+        for pid in doomed:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -185,7 +187,7 @@ class Freezer:
         self.frozen = True  # a stopped process must be continued to die
         self.thaw()
         deadline = time.monotonic() + timeout_s
-        while any(not _gone(pid) for pid in process_tree(self.root)):
+        while any(not _gone(pid) for pid in doomed):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.005)

@@ -22,7 +22,7 @@ import os
 
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict
-from warpk.evaluator.freeze import Freezer
+from warpk.evaluator.freeze import FreezeError, Freezer
 from warpk.evaluator.remote import wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
 
@@ -38,15 +38,23 @@ def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: 
     or time once the candidate (which shares the GPU) has run: those are its."""
     try:
         yield
+    except FreezeError as err:
+        references.discard()
+        raise HarnessError(f"the reference worker could not be frozen in {what}: {err}") from err
     except (Verdict, wire.ProtocolError) as err:
         references.discard()
         status = getattr(err, "status", "crashed")
         reason = getattr(err, "reason", str(err))
-        if candidate_ran and (status == "timeout" or "out of memory" in reason):
+        if candidate_ran and (status == "timeout" or out_of_memory(reason)):
             raise Verdict(status if status == "timeout" else "runtime_error",
                           f"the reference worker failed in {what} after the candidate ran "
                           f"(it shares the device): {reason}"[:500]) from err
         raise HarnessError(f"the reference worker failed in {what}: {status}: {reason}"[:500]) from err
+
+
+def out_of_memory(text: str) -> bool:
+    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's)."""
+    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory"))
 
 
 def reference_source(task_source: str, overrides: dict) -> str:
@@ -79,13 +87,20 @@ class ReferenceWorker:
         self.process = UntrustedProcess(request.sandbox, None, limits, env, None, request.gpu)
         self.sock = self.process.sock
         # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
+        self.pid = wait_worker_pid(self.process.proc.pid)  # the sandbox is complete from here
         self.freezer = Freezer(self.process.proc.pid)
-        self.pid = wait_worker_pid(self.process.proc.pid)
         self.loaded: wire.Reply | None = None
         self.load(request)
 
     def load(self, request: wire.MeasureRequest) -> None:
-        """Send the task's Load (answered by `wait_loaded`): at start, and for each new task."""
+        """Send the task's Load (answered by `wait_loaded`): at start, and for each new task. An
+        answer still owed (the last candidate failed to load before it was read) is read first,
+        so replies never fall a step behind."""
+        if self.loaded is None and getattr(self, "source", None) is not None:
+            try:
+                self.wait_loaded(request.settings.compile_timeout_s)
+            except RuntimeError:
+                pass  # it could not load the last task: it has exited, and is replaced
         self.source = source_of(request)
         self.loaded = None
         self.freezer.thaw()  # frozen since its last answer
@@ -125,10 +140,12 @@ class ReferenceWorkers:
         key = worker_key(request)
         if self.current is not None and (self.current.key != key or not self.current.alive()):
             self.close()
+        if self.current is not None and self.current.source != source_of(request):
+            self.current.load(request)  # the next task in the same process: no new interpreter
+            if not self.current.alive():
+                self.close()
         if self.current is None:
             self.current = ReferenceWorker(request)
-        elif self.current.source != source_of(request):
-            self.current.load(request)  # the next task in the same process: no new interpreter
         return self.current
 
     def discard(self) -> None:

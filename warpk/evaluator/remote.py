@@ -77,3 +77,19 @@ def worker_pid(root: int) -> int | None:
         if cmdline.split(b"\0")[1:3] == [b"-m", WORKER_MODULE]:  # the interpreter, not bwrap's line
             found.append(pid)
     return max(found) if found else None
+
+
+def check_readable(pid: int) -> None:
+    """The trusted side can read the worker's memory (HarnessError, with what to do, if not):
+    checked before the candidate loads, so a machine that refuses it (Yama ptrace_scope, no
+    CAP_SYS_PTRACE) stops the run instead of scoring every candidate `crashed`."""
+    from warpk.evaluator.reference import HarnessError
+
+    try:
+        first = Path(f"/proc/{pid}/maps").read_text().split("-", 1)[0]
+        probe = ctypes.create_string_buffer(1)
+        read_into(pid, int(first, 16), 1, ctypes.addressof(probe))
+    except (OSError, ValueError, ProtocolError) as err:
+        why = (f"the trusted worker cannot read the worker's memory (process_vm_readv: {err}); allow it "
+               "(kernel.yama.ptrace_scope=0, or root with CAP_SYS_PTRACE)")
+        raise HarnessError(why) from err

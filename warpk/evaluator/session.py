@@ -26,8 +26,14 @@ from warpk.evaluator.energy_phase import EnergyPhases
 from warpk.evaluator.freeze import Freezer, NoFreeze
 from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
-from warpk.evaluator.reference import GuardedSide, HarnessError, ReferenceWorkers, reference_failures
-from warpk.evaluator.remote import wait_worker_pid
+from warpk.evaluator.reference import (
+    GuardedSide,
+    HarnessError,
+    ReferenceWorkers,
+    out_of_memory,
+    reference_failures,
+)
+from warpk.evaluator.remote import check_readable, wait_worker_pid
 from warpk.evaluator.timing_phase import calls_per_batch, reference_alone, time_batches
 from warpk.evaluator.transport import layout
 
@@ -108,7 +114,15 @@ class Session(EnergyPhases, Link):
         except (MemoryError, torch.cuda.OutOfMemoryError):
             raise
         except Exception as err:  # noqa: BLE001 - the task's Model: ours
+            self.candidate_starved(err)
             raise HarnessError(f"the task's Model(...) cannot be built: {one_line(err)}") from err
+
+    def candidate_starved(self, err: Exception) -> None:
+        """Once the candidate (which shares the device) has run, the reference running out of
+        device memory, however the library says it, is the candidate's verdict, not ours."""
+        if self.went and out_of_memory(str(err)):
+            raise Verdict("runtime_error", f"out of memory on the reference's side after the candidate "
+                          f"ran: {one_line(err)}"[:500]) from err
 
     def run_reference(self, inputs: list):
         """The reference's outputs here (correctness); its own failure is the harness's."""
@@ -117,6 +131,7 @@ class Session(EnergyPhases, Link):
         except (MemoryError, self.torch.cuda.OutOfMemoryError):
             raise
         except Exception as err:  # noqa: BLE001 - the task's forward: ours
+            self.candidate_starved(err)
             raise HarnessError(f"the task's reference raised {one_line(err)}") from err
 
     def reference_side(self, what: str):
@@ -289,12 +304,15 @@ class Session(EnergyPhases, Link):
         self.start_reference_worker()  # loads the task while the candidate loads
         # The candidate's sandbox goes into a cgroup of its own while it is still our idle
         # harness, so everything it ever spawns is inside (warpk.evaluator.freeze).
-        self.freezer = Freezer(self.request.candidate_pid) if self.request.candidate_pid else NoFreeze()
+        self.freezer = NoFreeze()
         if self.request.candidate_pid:
-            self.still = self.freezer  # frozen from each answer to our next message (link.py)
-            self.pid = wait_worker_pid(self.request.candidate_pid)
+            self.pid = wait_worker_pid(self.request.candidate_pid)  # the sandbox is complete from here
             if self.pid is None:
                 raise HarnessError("the candidate's sandbox never started the worker's interpreter")
+            self.freezer = self.still = Freezer(self.request.candidate_pid)  # link.py: frozen from
+            #                                                   each answer to our next message
+            if self.remote:
+                check_readable(self.pid)
         start = time.perf_counter()
         self.phase = "load"
         self.went = True  # its code runs from its import on: memory the device lacks is its doing

@@ -110,7 +110,7 @@ def calls_per_batch(ref_call_s: float, io_bytes: float, batch_target_ms: float,
 def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[[int], list],
                  verify: Callable[[list, list, str], object], k: int, batches: int, big: bool,
                  torch=None) -> Timing:
-    """`batches` used batches of `k` calls (after one warmup batch). `draw(seed)` gives one call's
+    """`batches` used batches of `k` calls (after WARMUP_BATCHES). `draw(seed)` gives one call's
     inputs, `verify(ref_outputs, candidate_outputs, where)` raises on a mismatch; `big`: the
     candidate first and the reference on the same inputs drawn again (one set of outputs on the
     device at a time besides the delivered ones)."""
@@ -126,7 +126,7 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
         return outs, wall_ms
 
     def run_reference(calls: list[list]) -> tuple[list, float]:
-        _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), release=big)
+        _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
         return outs, wall_ms

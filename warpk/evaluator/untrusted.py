@@ -233,7 +233,20 @@ class Harness:
                 sent = msg
 
 
+def allow_the_trusted_reader() -> None:
+    """Let the trusted worker (a sibling, not our parent) read our memory with process_vm_readv
+    where Yama's ptrace_scope would refuse it (prctl PR_SET_PTRACER, any process: in our own PID
+    namespace nothing else of ours exists). Best effort: the trusted side checks it can read."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(0x59616D61, ctypes.c_ulong(-1), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main() -> int:
+    allow_the_trusted_reader()
     sock = socket.socket(fileno=int(os.environ.pop("WARPK_SOCKET_FD")))
     sys.stdout = sys.stderr  # the candidate's prints go to the worker's log, nowhere else
     import torch  # noqa: F401 - before the candidate arrives: a spare worker is started ahead
