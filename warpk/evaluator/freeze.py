@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 CONFIRM_TIMEOUT_S = 5.0
+STALE_AFTER_S = 60.0  # an empty sandbox cgroup this old is left over from a closed one
 POLL_S = 0.0005
 
 
@@ -107,8 +108,9 @@ class Freezer:
         base = _cgroup2_root()
         if base is not None:
             for stale in (base / "warpk").glob("sandbox-*"):  # emptied since an earlier close
-                try:
-                    stale.rmdir()
+                try:  # not one another lane made a moment ago and has not filled yet
+                    if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
+                        stale.rmdir()
                 except OSError:
                     pass
             try:
