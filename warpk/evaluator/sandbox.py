@@ -360,10 +360,13 @@ class UntrustedProcess:
         """SIGKILL the whole sandbox (its PID namespace dies with its first process); once."""
         if not self.killed:
             self.killed = True
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            # Only while its first process is unreaped: after that its pid, and a group of that
+            # number, may be another process's (pid_max is 32768 on the development machine).
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         try:
             self.proc.wait(timeout=KILL_WAIT_S)
         except subprocess.TimeoutExpired:  # stuck in the kernel: reaped by a later poll, or never
