@@ -86,6 +86,8 @@ class EvalRecord:
     energy_s: float | None = None  # phase timing of the energy measurement inside the worker
     sample: int | None = None  # policy evaluation: which of the k completions of its task (0-based)
     sandbox: str | None = None  # how the candidate's process was isolated: bwrap | process
+    # its resource limits (warpk.evaluator.resources): e.g. "cgroup2: memory, pids, cpuset" | none
+    limits: str | None = None
     calls_per_batch: int | None = None  # timing: calls per timed batch (each on fresh inputs)
     timing_batches: int | None = None  # timed batches (after the warmup batches)
     # How the candidate was kept still while the reference was timed (evaluator v3):

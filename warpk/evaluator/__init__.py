@@ -39,6 +39,7 @@ from pathlib import Path
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator.cache import ResultCache, default_cache_dir, result_key
 from warpk.evaluator.errors import HarnessFailure
+from warpk.evaluator.resources import say_if_unavailable
 from warpk.evaluator.sandbox import resolve_sandbox
 from warpk.evaluator.static import backend_of, check_tree
 from warpk.hardware import resolve_energy, usable_cores
@@ -99,6 +100,7 @@ class Evaluator:
         self.energy = resolve_energy(protocol.energy, hardware.device, hardware.name,
                                      sampler_addr=protocol.sampler_addr)
         self.sandbox = resolve_sandbox(protocol.sandbox)
+        say_if_unavailable()  # the cgroup limits (warpk.evaluator.resources); records say which
         self.seed = seed
         self.cache_dir = Path(protocol.cache_dir) if protocol.cache_dir else default_cache_dir()
         self.cache = ResultCache(self.cache_dir, protocol.result_cache)

@@ -15,6 +15,7 @@ Non-goals: no verdict logic (warpk.evaluator.trusted), no caching (warpk.evaluat
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from warpk.evaluator.energy import IDLE_WINDOW_S
 from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.lane import Lane, compile_candidate
 from warpk.evaluator.link import candidate_text
+from warpk.evaluator.resources import describe, lane_cores
 from warpk.evaluator.sandbox import Limits
 from warpk.records import EvalRecord
 
@@ -87,7 +89,7 @@ class Dispatcher:
             reply.error or ""
         ):
             return EvalRecord(status="compile_error", error=candidate_text(reply.error),
-                              compile_s=reply.seconds, sandbox=self.ev.sandbox, **p.base)
+                              compile_s=reply.seconds, sandbox=self.ev.sandbox, limits=describe(), **p.base)
         return None
 
     def backstop_s(self) -> float:
@@ -96,7 +98,7 @@ class Dispatcher:
 
     def measure(self, lane: Lane, p) -> EvalRecord:
         outcome = lane.measure(self.request(p), self.build_dir(p), self.backstop_s())
-        base = {**p.base, "wall_s": outcome.wall_s, "sandbox": outcome.sandbox}
+        base = {**p.base, "wall_s": outcome.wall_s, "sandbox": outcome.sandbox, "limits": describe()}
         ev = self.ev
         return record_from(outcome.measurement, base, ev.hardware, ev.energy, self.settings.num_threads)
 
@@ -129,10 +131,11 @@ class Dispatcher:
                 for build in builds.values():
                     build.cancel()
 
-            def lane_loop(gpu: str) -> None:
+            def lane_loop(index: int, gpu: str) -> None:
                 p = lane = None
-                try:
-                    lane = Lane(gpu or None, self.ev.sandbox, self.limits, self.env)
+                try:  # each lane's candidates and reference worker on cores of its own
+                    limits = dataclasses.replace(self.limits, cores=lane_cores(index, self.limits.threads))
+                    lane = Lane(gpu or None, self.ev.sandbox, limits, self.env)
                     while True:
                         with lock:
                             if not queue:
@@ -148,7 +151,7 @@ class Dispatcher:
                     if lane is not None:
                         lane.close()
 
-            for future in [lane_pool.submit(lane_loop, gpu) for gpu in self.ev.lanes]:
+            for future in [lane_pool.submit(lane_loop, i, gpu) for i, gpu in enumerate(self.ev.lanes)]:
                 future.result()
         if failures:
             raise failures[0]

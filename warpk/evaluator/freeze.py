@@ -16,7 +16,8 @@ freeze is confirmed before the reference's clock starts:
 
 On a GPU a frozen process's queued kernels still run: that part is not covered here.
 
-Non-goals: no timing, no resource limits (memory.max and pids.max are the sandbox's business).
+Non-goals: no timing, no resource limits (warpk.evaluator.resources; where those are cgroup v2,
+the sandbox already lives in a group of its own, and that group is the one frozen).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import secrets
 import signal
 import time
 from pathlib import Path
+
+from warpk.evaluator.resources import GROUP_PREFIX, cgroup2_root
 
 CONFIRM_TIMEOUT_S = 5.0
 STALE_AFTER_S = 60.0  # an empty sandbox cgroup this old is left over from a closed one
@@ -56,18 +59,17 @@ def process_tree(root: int) -> set[int]:
     return found
 
 
-def _cgroup2_root() -> Path | None:
-    """The mount point of a writable cgroup v2 hierarchy, or None."""
+def _own_group(pid: int, base: Path) -> Path | None:
+    """The cgroup v2 sandbox group `pid` already lives in (warpk.evaluator.resources made it with
+    its limits and the process was born inside), or None."""
     try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                group = base / line[3:].lstrip("/")
+                if group.name.startswith(GROUP_PREFIX) and group.parent.name == "warpk" and group.is_dir():
+                    return group
     except OSError:
-        return None
-    for line in mounts:
-        parts = line.split()
-        if len(parts) > 2 and parts[2] == "cgroup2":
-            root = Path(parts[1])
-            if os.access(root, os.W_OK) and (root / "cgroup.procs").exists():
-                return root
+        pass
     return None
 
 
@@ -97,6 +99,28 @@ def _gone(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] in "ZX"
 
 
+def _new_group(root: int, base: Path) -> Path | None:
+    """A cgroup v2 group of its own for `root`'s process tree (moved in while it is our idle
+    harness), or None where one cannot be made."""
+    for stale in (base / "warpk").glob(f"{GROUP_PREFIX}*"):  # emptied since an earlier close
+        try:  # not one another lane made a moment ago and has not filled yet
+            if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
+                stale.rmdir()
+        except OSError:
+            pass
+    try:
+        group = base / "warpk" / f"{GROUP_PREFIX}{root}-{secrets.token_hex(4)}"
+        group.mkdir(parents=True)
+        for pid in sorted(process_tree(root)):
+            try:
+                (group / "cgroup.procs").write_text(str(pid))
+            except ProcessLookupError:
+                continue
+        return group
+    except OSError:
+        return None
+
+
 class Freezer:
     """Freezes and thaws the processes under `root` (the candidate's sandbox)."""
 
@@ -105,25 +129,13 @@ class Freezer:
         self.cgroup: Path | None = None
         self.stopped: set[int] = set()
         self.frozen = False
-        base = _cgroup2_root()
+        self.own = False  # made here (removed at close), or the sandbox's resource group
+        base = cgroup2_root()
         if base is not None:
-            for stale in (base / "warpk").glob("sandbox-*"):  # emptied since an earlier close
-                try:  # not one another lane made a moment ago and has not filled yet
-                    if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
-                        stale.rmdir()
-                except OSError:
-                    pass
-            try:
-                group = base / "warpk" / f"sandbox-{root}-{secrets.token_hex(4)}"
-                group.mkdir(parents=True)
-                for pid in sorted(process_tree(root)):
-                    try:
-                        (group / "cgroup.procs").write_text(str(pid))
-                    except ProcessLookupError:
-                        continue
-                self.cgroup = group
-            except OSError:
-                self.cgroup = None
+            self.cgroup = _own_group(root, base)
+            if self.cgroup is None:
+                self.cgroup = _new_group(root, base)
+                self.own = self.cgroup is not None
         self.method = "cgroup" if self.cgroup is not None else "sigstop"
 
     def freeze(self) -> None:
@@ -199,7 +211,7 @@ class Freezer:
         """Thaw (a killed process must be able to die) and remove the cgroup once it is empty."""
         self.frozen = True  # whatever we think: thaw for real
         self.thaw()
-        if self.cgroup is None:
+        if self.cgroup is None or not self.own:
             return
         # killing is the parent's (it reports how the worker ended: a signal, its last line)
         deadline = time.monotonic() + 0.5  # else the next Freezer removes it once it is empty

@@ -88,6 +88,9 @@ def _death(worker: UntrustedProcess) -> str:
     if code is None:
         return ""
     tail = worker.stderr_tail()
+    if worker.group.oom_killed():
+        why = f"over its memory limit of {worker.limits.memory_limit_gb:g} GB (tmpfs and memfds count too)"
+        tail = f"{why}; {tail}" if tail else why
     return f" ({_how(code, worker.mode == 'bwrap')}{': ' + tail if tail else ''})"
 
 
@@ -203,6 +206,7 @@ class Lane:
             # limits, and freezes the candidate's (rooted at its pid) while the reference runs
             request = dataclasses.replace(request, sandbox=self.sandbox, gpu=self.gpu,
                                           memory_limit_gb=self.limits.memory_limit_gb,
+                                          cores=list(self.limits.cores),
                                           candidate_pid=worker.proc.pid)
             try:
                 wire.send(self.trusted.sock, request, worker.sock.fileno())

@@ -170,12 +170,12 @@ class MeasureRequest:
     device: str
     candidate_source: str
     settings: Settings
-    first_call_timeout_s: float  # Build and the first forward may compile (Triton, an extension
-    #                              built in __init__ or on first use): the compile budget then
+    first_call_timeout_s: float  # Build and first forward may compile (Triton, extensions)
     energy: EnergySpec | None = None  # None: no measured energy
     sandbox: str = "process"  # bwrap | process (the reference worker's too: reference.py)
     gpu: str | None = None  # the lane's GPU (CUDA_VISIBLE_DEVICES value), None on the CPU
     memory_limit_gb: float = 0.0  # 0: no RLIMIT_AS for the reference worker
+    cores: list[int] = field(default_factory=list)  # the lane's cpuset (resources.py)
     candidate_pid: int | None = None  # the root of the candidate's sandbox (freeze.py)
 
 

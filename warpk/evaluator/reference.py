@@ -68,7 +68,7 @@ def reference_source(task_source: str, overrides: dict) -> str:
 def worker_key(request: wire.MeasureRequest) -> tuple:
     """How a reference worker was started (a worker can load another task; not be restarted)."""
     return (request.device, request.gpu, request.settings.num_threads, request.sandbox,
-            request.memory_limit_gb)
+            request.memory_limit_gb, tuple(request.cores))
 
 
 def source_of(request: wire.MeasureRequest) -> str:
@@ -80,8 +80,8 @@ class ReferenceWorker:
 
     def __init__(self, request: wire.MeasureRequest):
         self.key = worker_key(request)
-        limits = Limits(request.memory_limit_gb, request.settings.num_threads,
-                        address_space_limit=request.device == "cpu")  # as the candidate's
+        limits = Limits(request.memory_limit_gb, request.settings.num_threads,  # as the candidate's
+                        address_space_limit=request.device == "cpu", cores=tuple(request.cores))
         env = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "MAX_JOBS": "4"}
         # its working dir as the candidate's: a tmpfs in its sandbox, or a host folder it removes
         self.process = UntrustedProcess(request.sandbox, None, limits, env, None, request.gpu)

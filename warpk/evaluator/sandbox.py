@@ -82,6 +82,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.evaluator.hostside import OutputTail, remove_tree
+from warpk.evaluator.resources import ResourceGroup
 from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
@@ -109,6 +110,7 @@ class Limits:
     memory_limit_gb: float  # host resident memory of the worker's whole process tree
     threads: int
     address_space_limit: bool  # RLIMIT_AS too (CPU workers: CUDA needs a huge address space)
+    cores: tuple[int, ...] = ()  # its cpuset (a lane's cores; none for a compile worker)
 
 
 @functools.cache
@@ -317,13 +319,21 @@ class UntrustedProcess:
         cmd = (bwrap_command(build_dir, gpu) if mode == "bwrap" else []) + python
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
+        self.group = ResourceGroup(int(limits.memory_limit_gb * 1024**3), limits.cores)
+        group = self.group
+
+        def before_exec() -> None:  # in the child: born inside its cgroups, with its rlimits
+            group.join()
+            _apply_limits(limits)
+
         try:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
                 stdout=self.output.write_fd, stderr=self.output.write_fd, pass_fds=(child.fileno(),),
-                start_new_session=True, preexec_fn=lambda: _apply_limits(limits),
+                start_new_session=True, preexec_fn=before_exec,
             )
         except BaseException:
+            self.group.close()
             self.output.close()
             self.sock.close()
             if self.made_home:
@@ -367,6 +377,7 @@ class UntrustedProcess:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            self.group.kill()  # what left its process group (new sessions) but not its cgroups
         try:
             self.proc.wait(timeout=KILL_WAIT_S)
         except subprocess.TimeoutExpired:  # stuck in the kernel: reaped by a later poll, or never
@@ -376,6 +387,7 @@ class UntrustedProcess:
     def close(self) -> None:
         """Kill it, stop reading its output and remove the host folder made for it (if any)."""
         self.kill()
+        self.group.close()
         self.output.close()
         if self.made_home:
             remove_tree(self.host_home)

@@ -1,0 +1,143 @@
+"""Resource limits in cgroups (warpk.evaluator.resources): what the kernel counts, a sandbox feels.
+
+Real cgroups, where this machine lets us make them (the development machine and CI: cgroup v1
+memory, pids and cpuset; a cgroup v2 host that delegates them): otherwise these skip, and the
+records say limits=none (test_describe_says_none_where_nothing_is_writable covers that line).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from warpk.evaluator import resources
+from warpk.evaluator.resources import ResourceGroup, describe, placement
+
+METHOD, BASES = placement()
+needs_cgroups = pytest.mark.skipif(METHOD == "none", reason="no writable cgroup on this machine")
+
+
+def _run(group: ResourceGroup, code: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], preexec_fn=group.join,
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+@needs_cgroups
+def test_memory_in_a_memfd_counts_against_the_limit():
+    """No process's RSS shows a memfd's pages: the RSS watch missed 3 GiB under a 2 GB limit."""
+    group = ResourceGroup(256 << 20)
+    try:
+        done = _run(group, """
+            import os
+            f = os.fdopen(os.memfd_create("hoard"), "wb")
+            for _ in range(64):
+                f.write(b"x" * (16 << 20)); f.flush()
+            print("kept 1 GiB")
+        """)
+        assert done.returncode == -9 and "kept" not in done.stdout
+        assert group.oom_killed()
+    finally:
+        group.close()
+
+
+@needs_cgroups
+def test_a_worker_under_its_limit_runs_and_is_not_called_oom_killed():
+    group = ResourceGroup(512 << 20)
+    try:
+        done = _run(group, "print(sum(range(10**6)))")
+        assert done.returncode == 0 and done.stdout.strip() == str(sum(range(10**6)))
+        assert not group.oom_killed()
+    finally:
+        group.close()
+
+
+@pytest.mark.skipif("pids" not in BASES, reason="no pids cgroup here")
+def test_the_task_count_is_limited(monkeypatch):
+    """pids.max binds root (RLIMIT_NPROC does not): threads and processes past it fail to start."""
+    monkeypatch.setattr(resources, "PIDS_LIMIT", 8)
+    group = ResourceGroup(0)
+    try:
+        done = _run(group, """
+            import threading, time
+            started = 0
+            try:
+                for _ in range(32):
+                    threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+                    started += 1
+            except RuntimeError:
+                pass
+            print(started)
+        """)
+        assert done.returncode == 0 and int(done.stdout) < 8
+    finally:
+        group.close()
+
+
+@pytest.mark.skipif(
+    "cpuset" not in BASES or len(os.sched_getaffinity(0)) < 2, reason="no cpuset cgroup, or one core"
+)
+def test_a_worker_cannot_widen_its_cores():
+    """A candidate that asks for every core (more threads than the reference has) keeps its own."""
+    core = min(os.sched_getaffinity(0))
+    group = ResourceGroup(0, (core,))
+    try:
+        done = _run(group, f"""
+            import os
+            try:
+                os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))!r})
+            except OSError:
+                pass
+            print(sorted(os.sched_getaffinity(0)))
+        """)
+        assert done.stdout.strip() == f"[{core}]"
+    finally:
+        group.close()
+
+
+@needs_cgroups
+def test_kill_reaches_what_left_the_process_group():
+    """A process in a new session escapes killpg; it does not leave its cgroup."""
+    group = ResourceGroup(512 << 20)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+            import os, sys, time
+            if os.fork() == 0:
+                os.setsid()
+                time.sleep(600)
+            print("ready", flush=True)
+            time.sleep(600)
+        """)], preexec_fn=group.join, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        procs = next(iter(group.dirs.values())) / "cgroup.procs"
+        assert len(procs.read_text().split()) == 2
+        group.kill()
+        proc.wait(timeout=10)
+        for _ in range(200):
+            if not procs.read_text().split():
+                break
+            os.sched_yield()
+        assert not procs.read_text().split()
+    finally:
+        group.close()
+    assert not any(d.exists() for d in group.dirs.values())
+
+
+def test_describe_says_none_where_nothing_is_writable(monkeypatch, capsys):
+    monkeypatch.setattr(resources, "placement", lambda: ("none", {}))
+    assert describe() == "none"
+    group = ResourceGroup(1 << 30, (0,))
+    assert group.dirs == {} and group.procs == () and not group.oom_killed()
+    group.join()  # nothing to join: the worker starts anyway
+    group.close()
+    line = resources.unavailable_line()
+    assert line is not None and "limits=none" in line and "\n" not in line
+
+
+def test_lanes_get_cores_of_their_own_while_there_are_enough():
+    cores = sorted(os.sched_getaffinity(0))
+    assert resources.lane_cores(0, 1) == (cores[0],)
+    if len(cores) >= 2:
+        assert resources.lane_cores(1, 1) == (cores[1],)
+    assert resources.lane_cores(len(cores), 1) == (cores[0],)  # more lanes than cores: share

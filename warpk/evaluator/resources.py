@@ -1,0 +1,276 @@
+"""Resource limits of one sandbox, in cgroups (evaluator v3): memory the way the kernel counts it,
+the number of its tasks, and the cores it may run on.
+
+Every sandboxed worker (a candidate's, the reference worker, a compile worker) gets a group of
+its own, joined by the worker's first process before it execs (`ResourceGroup.join`, run as a
+`preexec_fn`), so everything the sandbox ever spawns is born inside and nothing leaves it:
+- `memory`: memory.max (v1: memory.limit_in_bytes) counts what no process's RSS shows, tmpfs
+  pages (the sandbox's /tmp), memfds and shared memory included; swap is shut off where the
+  file exists; going over it gets the sandbox OOM-killed, and `oom_killed()` says so.
+- `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root).
+- `cpuset`: the lane's cores (`lane_cores`), the same for the candidate and the reference
+  worker (they never run at once: warpk.evaluator.freeze), so a candidate that starts more
+  threads than the reference's gets no more cores than it has; compile workers get none (they
+  build on the cores the lanes leave).
+
+Where: cgroup v2 where its hierarchy is writable and delegates those controllers to a `warpk`
+group (`cgroup2`); else the cgroup v1 hierarchies of those controllers that are writable
+(`cgroup1`, a hybrid host such as the development machine, whose v2 hierarchy has no
+controllers); else `none`, said once in one line (`describe`) and recorded on every record
+(`limits`), as `sandbox` is. The parent's host-memory watch (RSS) stays on either way.
+
+Non-goals: no freezing (warpk.evaluator.freeze, which reuses a v2 group made here).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+CONTROLLERS = ("memory", "pids", "cpuset")
+PIDS_LIMIT = 4096  # threads and processes: torch starts dozens, a CUDA build (ninja, nvcc) hundreds
+GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
+REMOVE_WAIT_S = 0.5
+STALE_AFTER_S = 60.0
+
+
+def _mounts() -> list[list[str]]:
+    try:
+        return [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return []
+
+
+def cgroup2_root() -> Path | None:
+    """The mount point of a writable cgroup v2 hierarchy, or None."""
+    for parts in _mounts():
+        if len(parts) > 2 and parts[2] == "cgroup2":
+            root = Path(parts[1])
+            if os.access(root, os.W_OK) and (root / "cgroup.procs").exists():
+                return root
+    return None
+
+
+def _write(path: Path, text: str) -> bool:
+    try:
+        path.write_text(text)
+        return True
+    except OSError:
+        return False
+
+
+def _v2_base() -> tuple[Path, tuple[str, ...]] | None:
+    """root/warpk with the controllers it delegates to its children, or None."""
+    root = cgroup2_root()
+    if root is None:
+        return None
+    try:
+        offered = (root / "cgroup.controllers").read_text().split()
+    except OSError:
+        return None
+    wanted = [c for c in CONTROLLERS if c in offered]
+    if "memory" not in wanted or "pids" not in wanted:
+        return None
+    enable = " ".join(f"+{c}" for c in wanted)
+    base = root / "warpk"
+    try:
+        base.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    # the root delegates to warpk/, warpk/ to each sandbox (a non-root group with processes
+    # of its own cannot delegate: then this is not available)
+    for group in (root, base):
+        if not _write(group / "cgroup.subtree_control", enable):
+            return None
+    try:
+        on = (base / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return None
+    have = tuple(c for c in wanted if c in on)
+    return (base, have) if "memory" in have and "pids" in have else None
+
+
+def _v1_bases() -> dict[str, Path]:
+    """controller -> a writable `warpk` group below this process's own in that v1 hierarchy."""
+    own = {}
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, names, path = line.split(":", 2)
+            for name in names.split(","):
+                own[name] = path.lstrip("/")
+    except (OSError, ValueError):
+        return {}
+    bases = {}
+    for parts in _mounts():
+        if len(parts) < 4 or parts[2] != "cgroup":
+            continue
+        options = parts[3].split(",")
+        for c in CONTROLLERS:
+            if c in options and c in own and c not in bases:
+                parent = Path(parts[1]) / own[c]
+                base = parent / "warpk"
+                try:
+                    base.mkdir(exist_ok=True)
+                except OSError:
+                    continue
+                if c == "cpuset":  # a v1 cpuset group has no cores until given its parent's
+                    for name in ("cpuset.cpus", "cpuset.mems"):
+                        if not (base / name).read_text().strip():
+                            _write(base / name, (parent / name).read_text().strip())
+                if os.access(base / "cgroup.procs", os.W_OK):
+                    bases[c] = base
+    return bases
+
+
+@functools.cache
+def placement() -> tuple[str, dict[str, Path]]:
+    """('cgroup2', {controller: base}) | ('cgroup1', {...}) | ('none', {}), once per process;
+    empty sandbox groups a killed run left behind are removed on the way."""
+    v2 = _v2_base()
+    if v2 is not None:
+        base, have = v2
+        method, bases = "cgroup2", {c: base for c in have}
+    else:
+        v1 = _v1_bases()
+        method, bases = ("cgroup1", v1) if "memory" in v1 else ("none", {})
+    for base in set(bases.values()):
+        for stale in base.glob(f"{GROUP_PREFIX}*"):
+            try:  # not one another process has just made and not filled yet
+                if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
+                    stale.rmdir()
+            except OSError:
+                pass
+    return method, bases
+
+
+def describe() -> str:
+    """What every record's `limits` says: e.g. 'cgroup1: memory, pids, cpuset' or 'none'."""
+    method, bases = placement()
+    return method if method == "none" else f"{method}: {', '.join(c for c in CONTROLLERS if c in bases)}"
+
+
+@functools.cache
+def say_if_unavailable() -> None:
+    """Once per process, on stderr: the line `unavailable_line` gives, if any."""
+    line = unavailable_line()
+    if line is not None:
+        print(line, file=sys.stderr, flush=True)
+
+
+def unavailable_line() -> str | None:
+    """One line for the user where no cgroup limits apply, else None."""
+    if placement()[0] != "none":
+        return None
+    return ("evaluate: no writable cgroup here (v2 delegating memory and pids, or v1 memory), so a "
+            "candidate's memory in tmpfs and memfds, its task count and its cores are not limited "
+            "(records say limits=none)")
+
+
+def lane_cores(lane_index: int, threads: int) -> tuple[int, ...]:
+    """The cores of lane `lane_index`: `threads` of this process's cores, apart from other lanes'
+    where there are enough (else they share from the first)."""
+    cores = sorted(os.sched_getaffinity(0))
+    start = lane_index * threads
+    if start + threads > len(cores):
+        start = 0
+    return tuple(cores[start:start + threads])
+
+
+class ResourceGroup:
+    """The cgroups of one sandbox: made with limits here, joined by the worker (`join` in its
+    preexec), removed by `close` once its processes are gone."""
+
+    def __init__(self, memory_bytes: int, cores: tuple[int, ...] = ()):
+        self.method, bases = placement()
+        self.dirs: dict[str, Path] = {}
+        name = f"{GROUP_PREFIX}{secrets.token_hex(6)}"
+        for controller, base in bases.items():
+            if controller == "cpuset" and not cores:
+                continue
+            group = base / name
+            if group in self.dirs.values():
+                self.dirs[controller] = group
+                continue
+            try:
+                group.mkdir()
+            except OSError:
+                continue
+            self.dirs[controller] = group
+        self._limit(memory_bytes, cores)
+        self.procs = tuple(sorted({str(d / "cgroup.procs") for d in self.dirs.values()}))
+
+    def _limit(self, memory_bytes: int, cores: tuple[int, ...]) -> None:
+        v2 = self.method == "cgroup2"
+        if "memory" in self.dirs and memory_bytes > 0:
+            memory = self.dirs["memory"]
+            _write(memory / ("memory.max" if v2 else "memory.limit_in_bytes"), str(memory_bytes))
+            if v2:
+                _write(memory / "memory.swap.max", "0")
+            elif (memory / "memory.memsw.limit_in_bytes").exists():
+                _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        if "pids" in self.dirs:
+            _write(self.dirs["pids"] / "pids.max", str(PIDS_LIMIT))
+        if "cpuset" in self.dirs:
+            cpuset = self.dirs["cpuset"]
+            if not v2:  # v1 needs its memory nodes too before a task may join
+                _write(cpuset / "cpuset.mems", (cpuset.parent / "cpuset.mems").read_text().strip())
+            if not _write(cpuset / "cpuset.cpus", ",".join(map(str, cores))):
+                self.dirs.pop("cpuset")
+
+    def join(self) -> None:
+        """Runs in the worker's first process before exec: into every group."""
+        pid = str(os.getpid())
+        for procs in self.procs:
+            with open(procs, "w") as f:
+                f.write(pid)
+
+    def kill(self) -> None:
+        """SIGKILL every process in its groups (those that left its process group or session too)."""
+        for group in set(self.dirs.values()):
+            if _write(group / "cgroup.kill", "1"):  # cgroup v2 (Linux 5.14+)
+                continue
+            try:
+                pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def oom_killed(self) -> bool:
+        """The kernel killed something of it for going over its memory limit."""
+        memory = self.dirs.get("memory")
+        if memory is None:
+            return False
+        name = "memory.events" if self.method == "cgroup2" else "memory.oom_control"
+        try:
+            for line in (memory / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def close(self) -> None:
+        """Remove the groups once empty (its processes were killed by the caller)."""
+        deadline = time.monotonic() + REMOVE_WAIT_S
+        for group in set(self.dirs.values()):
+            while True:
+                try:
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break  # a later `placement` removes it once empty
+                    time.sleep(0.01)
+        self.dirs = {}
