@@ -17,6 +17,7 @@ export PATH=$PWD/.carry/bin:$PATH PYTHONPATH=$PWD/.carry/py:$PWD NCCL_NVLS_ENABL
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LIMIT=${2:-570}
 nvidia-smi --query-gpu=name,driver_version,power.limit,temperature.gpu --format=csv > "$OUT/gpu.txt"
+python -c "from warpk.evaluator.resources import describe; print('limits:', describe())" >> "$OUT/gpu.txt" 2>&1
 case "$1" in
   tests)
     timeout "$LIMIT" python -m pytest -m gpu -v -rA -p no:cacheprovider --timeout 200 \

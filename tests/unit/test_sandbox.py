@@ -141,7 +141,7 @@ def test_growing_host_memory_is_killed_by_the_watchdog():
     record = _measure(_forward("keep = [torch.ones(64 * 2**20) for _ in range(10**6)]"))
     assert record.status == "crashed"
     assert ("exceeded the host memory limit of 2 GB" in record.error
-            or "over its memory limit of 2 GB" in record.error), record.error
+            or "over its memory limit" in record.error), record.error
 
 
 @needs_bwrap

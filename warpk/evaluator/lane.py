@@ -89,7 +89,7 @@ def _death(worker: UntrustedProcess) -> str:
         return ""
     tail = worker.stderr_tail()
     if worker.group.oom_killed():
-        why = f"over its memory limit of {worker.limits.memory_limit_gb:g} GB (tmpfs and memfds count too)"
+        why = f"over its memory limit of {worker.group.memory_bytes / 1e9:.3g} GB (with tmpfs and memfds)"
         tail = f"{why}; {tail}" if tail else why
     return f" ({_how(code, worker.mode == 'bwrap')}{': ' + tail if tail else ''})"
 

@@ -6,7 +6,10 @@ its own, joined by the worker's first process before it execs (`ResourceGroup.jo
 `preexec_fn`), so everything the sandbox ever spawns is born inside and nothing leaves it:
 - `memory`: memory.max (v1: memory.limit_in_bytes) counts what no process's RSS shows, tmpfs
   pages (the sandbox's /tmp), memfds and shared memory included; swap is shut off where the
-  file exists; going over it gets the sandbox OOM-killed, and `oom_killed()` says so.
+  file exists; going over it gets the sandbox OOM-killed, and `oom_killed()` says so. It is the
+  RSS limit plus MEMORY_HEADROOM_BYTES: resident memory past the RSS limit is the parent's
+  watch's to stop at once (near memory.max the kernel first evicts the worker's library pages
+  and slows it for seconds before it kills), memory no RSS shows is the kernel's.
 - `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root).
 - `cpuset`: the lane's cores (`lane_cores`), the same for the candidate and the reference
   worker (they never run at once: warpk.evaluator.freeze), so a candidate that starts more
@@ -33,6 +36,7 @@ import time
 from pathlib import Path
 
 CONTROLLERS = ("memory", "pids", "cpuset")
+MEMORY_HEADROOM_BYTES = 1 << 30
 PIDS_LIMIT = 4096  # threads and processes: torch starts dozens, a CUDA build (ninja, nvcc) hundreds
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
 REMOVE_WAIT_S = 0.5
@@ -186,7 +190,9 @@ class ResourceGroup:
     preexec), removed by `close` once its processes are gone."""
 
     def __init__(self, memory_bytes: int, cores: tuple[int, ...] = ()):
+        """`memory_bytes`: memory.max (0: none); `cores`: its cpuset (empty: none)."""
         self.method, bases = placement()
+        self.memory_bytes = memory_bytes
         self.dirs: dict[str, Path] = {}
         name = f"{GROUP_PREFIX}{secrets.token_hex(6)}"
         for controller, base in bases.items():

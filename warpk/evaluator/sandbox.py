@@ -34,18 +34,19 @@ the reference is timed through the same harness in a worker of its own, in this 
   wall-clock limits per step (enforced by the trusted worker, then SIGKILL of the whole
   sandbox); host memory watched over its whole process tree (RLIMIT_AS too on CPU), no core
   dumps, one file at most 1 TiB.
+  Resources (warpk.evaluator.resources, both modes; every record's `limits` says which apply):
+  a cgroup per sandbox, joined before exec, with memory.max counting what no RSS shows (its
+  tmpfs /tmp, memfds, shared memory: corpus 55), pids.max, and the lane's cores as its cpuset
+  (the reference worker gets the same cores, so starting more threads buys nothing).
   While the reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every
   process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads,
   so all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and
   the reference is timed again after the sandbox is killed, so what freezing does not stop
   (kernels queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
-  Not covered: memory in memfds it keeps (not in any process's RSS, so not watched; a cgroup
-  with memory.max would be, and is not set yet: on the development machine the cgroup v2
-  hierarchy has no memory, pids or cpuset controller (cgroup v1 holds them); its private /tmp
-  is capped instead) and the number
-  of its processes (no pids limit; RLIMIT_NPROC does not bind root); the cores it uses (no
-  cpuset: a candidate that sets more threads than the reference worker's gets more of a
-  multi-core lane, measured 1.1-1.3x on 2 cores; red team round 2); the disk
+  Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds
+  it keeps (in no process's RSS; its /tmp is capped), the number of its processes (RLIMIT_NPROC
+  does not bind root) and its cores (a candidate with more threads than the reference worker's
+  got 1.1-1.3x on 2 cores; red team round 2); the disk
   space its build dir takes, and in `process` mode its working dir (a quota is the host's job);
   kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
   NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
@@ -82,7 +83,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.resources import ResourceGroup
+from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, ResourceGroup
 from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
@@ -319,7 +320,8 @@ class UntrustedProcess:
         cmd = (bwrap_command(build_dir, gpu) if mode == "bwrap" else []) + python
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
-        self.group = ResourceGroup(int(limits.memory_limit_gb * 1024**3), limits.cores)
+        rss_limit = int(limits.memory_limit_gb * 1024**3)
+        self.group = ResourceGroup(rss_limit + MEMORY_HEADROOM_BYTES if rss_limit else 0, limits.cores)
         group = self.group
 
         def before_exec() -> None:  # in the child: born inside its cgroups, with its rlimits
