@@ -37,7 +37,7 @@ def counters(tmp_path: Path) -> tuple[str, str]:
 @pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-or-fallback", "sigstop"])
 def test_freeze_stops_the_whole_tree_thaw_resumes_it_and_kill_ends_it(tmp_path, monkeypatch, cgroup):
     if not cgroup:
-        monkeypatch.setattr(freeze, "_cgroup2_root", lambda: None)
+        monkeypatch.setattr(freeze, "cgroup2_root", lambda: None)
     script = tmp_path / "busy.py"
     script.write_text(SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script)])

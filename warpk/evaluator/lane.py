@@ -23,6 +23,7 @@ Non-goals: no measurement logic (the trusted worker), no records (warpk.evaluato
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import select
 import signal
@@ -38,6 +39,7 @@ from pathlib import Path
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
 from warpk.evaluator.hostside import OutputTail, remove_tree
+from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.sandbox import KILL_WAIT_S, PROJECT_ROOT, Limits, UntrustedProcess, worker_env
 from warpk.hardware import usable_cores
 
@@ -197,10 +199,12 @@ class Lane:
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
         """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate."""
         start = time.perf_counter()
+        watch = Stopwatch("lane")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
         if not self.trusted.alive():
             self.trusted.close()
             self.trusted.start()
         worker = self._worker(build_dir)
+        watch.lap("spawn")
         try:
             # the trusted worker starts the reference worker in the same sandbox, with the same
             # limits, and freezes the candidate's (rooted at its pid) while the reference runs
@@ -216,6 +220,7 @@ class Lane:
                 raise HarnessFailure(why) from err
             worker.sock.close()  # the trusted worker holds its own copy now
             measurement = self._wait(worker, backstop_s)
+            watch.lap("measurement")
             if measurement.status == HARNESS_ERROR:
                 raise HarnessFailure(measurement.error or "the trusted worker reported a harness error")
             if measurement.status == "crashed":
@@ -227,6 +232,9 @@ class Lane:
                     pass
         finally:
             worker.close()
+            watch.lap("close")
+            watch.write(candidate_pid=worker.proc.pid,
+                        candidate_sha=hashlib.sha256(request.candidate_source.encode()).hexdigest())
         return Outcome(measurement, time.perf_counter() - start, self.sandbox)
 
     def _untrusted_env(self, build_dir: Path | None) -> dict[str, str]:

@@ -26,6 +26,7 @@ from warpk.evaluator.energy_phase import EnergyPhases
 from warpk.evaluator.freeze import Freezer, NoFreeze
 from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
+from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.reference import (
     GuardedSide,
     HarnessError,
@@ -68,6 +69,7 @@ class Session(EnergyPhases, Link):
         self.confirmed_call_ms = 0.0  # per call, what the candidate's timed batches took
         self.ref_link: Link | None = None
         self.freezer: Freezer | None = None
+        self.watch = Stopwatch("trusted")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
 
     # --- the reference side ------------------------------------------------------------------------
     def apply_shape(self, shape: str) -> None:
@@ -295,13 +297,15 @@ class Session(EnergyPhases, Link):
         self.ref_worker = worker
 
     def run(self) -> wire.Measurement:
-        torch, s = self.torch, self.s
+        torch, s, lap = self.torch, self.s, self.watch.lap
         self.apply_shape(self.request.shape)
         self.check_host_memory()
         self.reference_energy()  # before the candidate exists on this lane
         self.probe_reference()
         self.release()
+        lap("reference probe")
         self.start_reference_worker()  # loads the task while the candidate loads
+        lap("reference worker start")
         # The candidate's sandbox goes into a cgroup of its own while it is still our idle
         # harness, so everything it ever spawns is inside (warpk.evaluator.freeze).
         self.freezer = NoFreeze()
@@ -313,27 +317,36 @@ class Session(EnergyPhases, Link):
             #                                                   each answer to our next message
             if self.remote:
                 check_readable(self.pid)
+        lap("candidate interpreter and freezer")
         start = time.perf_counter()
         self.phase = "load"
         self.went = True  # its code runs from its import on: memory the device lacks is its doing
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)
         self.result["compile_s"] = time.perf_counter() - start
+        lap("candidate load (its torch import too)")
         try:
             self.ref_worker.wait_loaded(s.compile_timeout_s)
         except RuntimeError as err:
             self.references.discard()
             raise HarnessError(str(err)) from err
+        lap("reference load wait")
         start = time.perf_counter()
         with torch.no_grad():
             self.build(with_reference_worker=True)
+            lap("build")
             self.work_estimate(self.inputs(self.correctness()))
             self.result["correctness_s"] = time.perf_counter() - start
+            lap("correctness")
             with self.lane_telemetry():
                 start = time.perf_counter()
                 self.timing()
                 self.result["timing_s"] = time.perf_counter() - start
+                lap("timing")
                 self.energy()
+                lap("energy")
             self.other_shapes()
+            lap("other shapes")
             self.timing_without_candidate()
+            lap("kill, reference alone")
         return wire.Measurement(status="ok", **self.result)

@@ -96,6 +96,9 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
             session.freezer.close()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.empty_cache()
+        if session is not None:
+            session.watch.lap("close")
+            session.watch.write(candidate_pid=request.candidate_pid)
 
 
 def serve() -> int:
