@@ -109,3 +109,31 @@ def test_a_reference_slowed_while_the_candidate_existed_is_not_credited():
     assert noise["speedup"] == pytest.approx(2.0)
     untouched = timing.fields(alone_ms=(3.0,) * 5)  # alone it was slower: nothing to take back
     assert untouched["speedup"] == pytest.approx(2.0) and untouched["ref_alone_runtime_ms"] == 3.0
+
+
+# --- the reference timed alone, kept for a minute ------------------------------------------------
+def test_the_reference_is_timed_alone_again_unless_a_fresh_time_shows_no_contention():
+    from warpk.evaluator.timing_phase import (
+        ALONE_MAX_AGE_S,
+        CONTENTION_TOLERANCE,
+        AloneTimes,
+        Timing,
+        needs_alone,
+    )
+
+    now = [0.0]
+    times = AloneTimes(clock=lambda: now[0])
+    key = ("task source", "cpu")
+    timing = Timing(4, ref_ms=(1.0, 1.02, 0.98), new_ms=(1.0, 1.0, 1.0), freeze="cgroup")
+    assert needs_alone(timing, times.fresh(key))  # nothing measured yet
+    times.add(key, (1.0, 1.0, 1.0))
+    assert not needs_alone(timing, times.fresh(key))  # as fast as alone: nothing to scale
+    slowed = Timing(4, ref_ms=(1.0 + 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    assert needs_alone(slowed, times.fresh(key))  # slower than alone: only a measurement now may scale it
+    times.add(key, (1.2, 1.2, 1.2))  # a slower alone never replaces a faster fresh one
+    assert times.fresh(key) == (1.0, 1.0, 1.0)
+    now[0] = ALONE_MAX_AGE_S + 1
+    assert times.fresh(key) is None and needs_alone(timing, times.fresh(key))  # stale: measured again
+    times.add(key, (1.2, 1.2, 1.2))
+    assert times.fresh(key) == (1.2, 1.2, 1.2)
+    assert times.fresh(("another task", "cpu")) is None

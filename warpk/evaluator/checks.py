@@ -30,15 +30,26 @@ def flatten(out) -> list:
 
 
 def same_inputs(torch, inputs: list, pristine: list) -> bool:
-    """True if no input tensor changed (bitwise; NaN positions must match too)."""
+    """True if no input tensor changed: bitwise (a NaN rewritten with another NaN, or 0.0 with
+    -0.0, is a change), one pass over the bytes."""
     if len(inputs) != len(pristine):
         return False
     for x, y in zip(inputs, pristine, strict=True):
         if x.shape != y.shape or x.dtype != y.dtype:
             return False
-        if not torch.equal(x.nan_to_num(0.125), y.nan_to_num(0.125)):
+        if not _same_bits(torch, x, y):
             return False
     return True
+
+
+def _same_bits(torch, x, y) -> bool:
+    """Bitwise equal, compared as the widest integers that tile both tensors' bytes (memcmp
+    speed; as uint8 it is several times slower)."""
+    a, b = (t.detach().contiguous().reshape(-1).view(torch.uint8) for t in (x, y))
+    for dtype, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
+        if a.numel() % size == 0 and a.storage_offset() % size == 0 and b.storage_offset() % size == 0:
+            return torch.equal(a.view(dtype), b.view(dtype))
+    return torch.equal(a, b)
 
 
 def _compare(torch, r, n, tol: float) -> tuple[float, float, str | None]:

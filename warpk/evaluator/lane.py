@@ -114,6 +114,8 @@ class TrustedProcess:
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
+        if os.environ.get("WARPK_PROFILE"):  # benchmarks/profile_evaluator.py: its laps, that file
+            env["WARPK_PROFILE"] = os.environ["WARPK_PROFILE"]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         self.output = OutputTail()
         try:

@@ -25,6 +25,7 @@ from warpk.evaluator.checks import Verdict
 from warpk.evaluator.freeze import FreezeError, Freezer
 from warpk.evaluator.remote import wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
+from warpk.evaluator.timing_phase import AloneTimes
 
 
 class HarnessError(Exception):
@@ -135,6 +136,7 @@ class ReferenceWorkers:
     def __init__(self):
         self.current: ReferenceWorker | None = None
         self.probed: set[tuple[str, str]] = set()  # (task source, shape) run here before a candidate
+        self.alone = AloneTimes()  # (task source, shape) -> the reference timed alone lately
 
     def for_request(self, request: wire.MeasureRequest) -> ReferenceWorker:
         key = worker_key(request)

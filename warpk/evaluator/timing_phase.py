@@ -14,7 +14,9 @@ worker's. Speedup = median of the per-batch ratios with its distribution-free 95
 A frozen candidate's queued GPU kernels still run and its armed timers still fire (waking the
 CPU the reference runs on), so the reference is also timed once the candidate's sandbox is gone
 (`reference_alone`), and the interleaved reference batches are never taken as slower than that
-(`Timing.fields`).
+(`Timing.fields`). That measurement stands for the next candidates of the task on the lane for a
+minute (`AloneTimes`, the lowest fresh one), as long as their interleaved reference is no slower
+than it beyond noise (`needs_alone`): whenever it is, the reference is timed alone again.
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (session.Session.run).
 """
@@ -26,6 +28,7 @@ import os
 import secrets
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,6 +45,10 @@ WARMUP_BATCHES = 2
 # H200, 100 upstream L1 copies (2026-12-04): interleaved / alone had a median of 1.025 (another
 # CUDA context alive costs the reference a little) and 29 above 1.05.
 CONTENTION_TOLERANCE = 0.05
+# A reference timed alone stands in for the next candidates of its task, shape and lane this
+# long (their interleaved reference no slower than it: nothing to scale), so a batch of samples
+# of one task kills and re-times once a minute, not once a candidate.
+ALONE_MAX_AGE_S = 60.0
 
 
 class Side(Protocol):
@@ -84,6 +91,32 @@ class Timing:
             extra = dict(ref_alone_runtime_ms=alone, ref_contention=interleaved / alone)
         return dict(calls_per_batch=self.calls_per_batch, batches=len(self.new_ms), freeze=self.freeze,
                     **speed_summary(ref_ms, list(self.new_ms)), **extra)
+
+
+class AloneTimes:
+    """The last minute's reference-alone times per (task, shape) of one lane (the trusted
+    worker's): the lowest fresh one, so a stale one can only ask for a new measurement."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.entries: dict[tuple, tuple[float, tuple[float, ...]]] = {}
+
+    def fresh(self, key: tuple) -> tuple[float, ...] | None:
+        when, alone = self.entries.get(key, (-math.inf, ()))
+        return alone if self.clock() - when <= ALONE_MAX_AGE_S else None
+
+    def add(self, key: tuple, alone: tuple[float, ...]) -> None:
+        kept = self.fresh(key)
+        if kept is None or statistics.median(alone) < statistics.median(kept):
+            self.entries[key] = (self.clock(), alone)
+
+
+def needs_alone(timing: Timing, cached: tuple[float, ...] | None) -> bool:
+    """Whether the reference must be timed alone now: nothing fresh cached, or the interleaved
+    reference was slower than that by more than noise (then only a measurement now may scale it)."""
+    if not cached:
+        return True
+    return statistics.median(timing.ref_ms) > statistics.median(cached) * (1 + CONTENTION_TOLERANCE)
 
 
 def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int) -> tuple[float, ...]:

@@ -26,6 +26,7 @@ import os
 import stat
 import sys
 import time
+import warnings
 
 from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
 from warpk.evaluator.seal import SEALS, SIZE_SEALS, seal
@@ -241,14 +242,17 @@ def _view(torch, buffer, spec: TensorSpec, size: int):
 
 
 def read_back(torch, fd: int, specs: list[TensorSpec]) -> list:
-    """Views of what is in a shared memfd now (the trusted side's check of inputs). Private and
-    never written here, so no page is copied; the file is sealed against resizing, so the
-    mapping cannot fault; it lives as long as the views."""
+    """Views of what is in a shared memfd now (the trusted side's check of inputs): a read-only
+    shared mapping (a private writable one faults page by page, ~4x slower to read: 23 against
+    6 ms for 76 MiB); the file is sealed against resizing, so the mapping cannot fault; it lives
+    as long as the views."""
     size = os.fstat(fd).st_size
     if size == 0:
         return [torch.empty(s.shape, dtype=_dtype(torch, s.dtype)) for s in specs]
-    mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    buffer = torch.frombuffer(mm, dtype=torch.uint8)
+    mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    with warnings.catch_warnings():  # "not writable": these views are only ever read
+        warnings.simplefilter("ignore", UserWarning)
+        buffer = torch.frombuffer(mm, dtype=torch.uint8)
     return [_view(torch, buffer, s, size) for s in specs]
 
 
