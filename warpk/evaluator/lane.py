@@ -41,10 +41,8 @@ from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.sandbox import KILL_WAIT_S, PROJECT_ROOT, Limits, UntrustedProcess, worker_env
-from warpk.hardware import usable_cores
 
 POLL_S = 0.05
-SPARE_MIN_CORES = 4  # a lane uses ~3 busy processes while timing: parent, trusted, untrusted
 BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the parent steps in
 ANSWER_TIMEOUT_S = 60.0  # the rest of an answer, once its first byte is there
 REQUEST_TIMEOUT_S = 60.0  # an idle trusted worker takes a request at once
@@ -168,10 +166,10 @@ class Lane:
         self.gpu, self.sandbox, self.limits = gpu, sandbox, limits
         self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
         self.trusted = TrustedProcess(self.env, limits.threads)
-        self.spare: UntrustedProcess | None = None  # started ahead, importing torch meanwhile
-        # Only with cores to spare: its torch import competes with the batch being timed (on
-        # 2 cores it stretched honest batches' wall time 10x and made them look like clock lies).
-        self.prefetch = usable_cores() >= SPARE_MIN_CORES
+        # Started ahead, importing torch while the current candidate loads and is checked; the
+        # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
+        # stretched honest batches 10x).
+        self.spare: UntrustedProcess | None = None
 
     def close(self) -> None:
         self.trusted.close()
@@ -193,7 +191,7 @@ class Lane:
                 build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
             env = self._untrusted_env(build_dir)
             worker = UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
-        if build_dir is None and self.spare is None and self.prefetch:
+        if build_dir is None and self.spare is None:
             env = self._untrusted_env(None)
             self.spare = UntrustedProcess(self.sandbox, None, self.limits, env, None, self.gpu)
         return worker
@@ -213,7 +211,8 @@ class Lane:
             request = dataclasses.replace(request, sandbox=self.sandbox, gpu=self.gpu,
                                           memory_limit_gb=self.limits.memory_limit_gb,
                                           cores=list(self.limits.cores),
-                                          candidate_pid=worker.proc.pid)
+                                          candidate_pid=worker.proc.pid,
+                                          spare_pid=self.spare.proc.pid if self.spare else None)
             try:
                 wire.send(self.trusted.sock, request, worker.sock.fileno())
             except (OSError, wire.ProtocolError) as err:
@@ -235,7 +234,7 @@ class Lane:
         finally:
             worker.close()
             watch.lap("close")
-            watch.write(candidate_pid=worker.proc.pid,
+            watch.write(candidate_pid=worker.proc.pid, spare_pid=self.spare.proc.pid if self.spare else None,
                         candidate_sha=hashlib.sha256(request.candidate_source.encode()).hexdigest())
         return Outcome(measurement, time.perf_counter() - start, self.sandbox)
 

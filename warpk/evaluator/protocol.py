@@ -95,8 +95,7 @@ class Go:
     nonce: str
     return_inputs: bool = False
     poison: bool = False
-    repeat: int = 0  # > 0: run this many calls cycling through the given inputs (an energy
-    #                  loop) and send only the last call's output
+    repeat: int = 0  # > 0: an energy loop of this many calls over the inputs, last output only
     release: bool = False  # once the answer is sent, give freed device memory back (huge tasks:
     #                        the trusted side needs it next)
 
@@ -177,6 +176,7 @@ class MeasureRequest:
     memory_limit_gb: float = 0.0  # 0: no RLIMIT_AS for the reference worker
     cores: list[int] = field(default_factory=list)  # the lane's cpuset (resources.py)
     candidate_pid: int | None = None  # the root of the candidate's sandbox (freeze.py)
+    spare_pid: int | None = None  # the next candidate's worker, importing torch: frozen while timed
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,8 @@ class Session(EnergyPhases, Link):
         self.ref_link: Link | None = None
         self.freezer: Freezer | None = None
         self.watch = Stopwatch("trusted")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
+        # the lane's next worker, importing torch meanwhile: still while anything is timed
+        self.spare = Freezer(request.spare_pid) if request.spare_pid else NoFreeze()
 
     # --- the reference side ------------------------------------------------------------------------
     def apply_shape(self, shape: str) -> None:
@@ -306,7 +308,10 @@ class Session(EnergyPhases, Link):
         torch, s, lap = self.torch, self.s, self.watch.lap
         self.apply_shape(self.request.shape)
         self.check_host_memory()
-        self.reference_energy()  # before the candidate exists on this lane
+        if self.request.energy is not None:  # before the candidate exists on this lane
+            self.spare.freeze()
+            self.reference_energy()
+            self.spare.thaw()
         self.probe_reference()
         self.release()
         lap("reference probe")
@@ -344,6 +349,7 @@ class Session(EnergyPhases, Link):
             self.work_estimate(self.inputs(self.correctness()))
             self.result["correctness_s"] = time.perf_counter() - start
             lap("correctness")
+            self.spare.freeze()  # thawed by trusted.measure, once this candidate is done
             with self.lane_telemetry():
                 start = time.perf_counter()
                 self.timing()

@@ -92,6 +92,8 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
         return wire.Measurement("harness_error", f"evaluation failed: {one_line(err)} ({where})"[:500],
                                 session.phase if session else None)
     finally:
+        if session is not None:
+            session.spare.thaw()  # not closed: its cgroup becomes its own freezer's (freeze.py)
         if session is not None and session.freezer is not None:
             session.freezer.close()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
