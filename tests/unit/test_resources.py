@@ -136,8 +136,9 @@ def test_describe_says_none_where_nothing_is_writable(monkeypatch, capsys):
 
 
 def test_lanes_get_cores_of_their_own_while_there_are_enough():
-    cores = sorted(os.sched_getaffinity(0))
+    cores = sorted(os.sched_getaffinity(0), reverse=True)  # the first core is the machine's
     assert resources.lane_cores(0, 1) == (cores[0],)
     if len(cores) >= 2:
         assert resources.lane_cores(1, 1) == (cores[1],)
+        assert resources.lane_cores(0, 2) == tuple(sorted(cores[:2]))
     assert resources.lane_cores(len(cores), 1) == (cores[0],)  # more lanes than cores: share

@@ -177,12 +177,13 @@ def unavailable_line() -> str | None:
 
 def lane_cores(lane_index: int, threads: int) -> tuple[int, ...]:
     """The cores of lane `lane_index`: `threads` of this process's cores, apart from other lanes'
-    where there are enough (else they share from the first)."""
-    cores = sorted(os.sched_getaffinity(0))
+    where there are enough (else they share), from the last core down (the first is where a
+    machine usually handles its interrupts and housekeeping)."""
+    cores = sorted(os.sched_getaffinity(0), reverse=True)
     start = lane_index * threads
     if start + threads > len(cores):
         start = 0
-    return tuple(cores[start:start + threads])
+    return tuple(sorted(cores[start:start + threads]))
 
 
 class ResourceGroup:
