@@ -13,6 +13,8 @@ from warpk.records import EvalRecord, summarize
 from warpk.tasks import load_suite
 from warpk.tracking import read_offline_run
 
+pytestmark = pytest.mark.slow  # real `python -m warpk` runs: the default one alone takes ~2 min on 2 cores
+
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):

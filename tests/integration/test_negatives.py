@@ -10,6 +10,8 @@ from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.tasks import BUNDLED_ROOT, load_task_file
 
+pytestmark = pytest.mark.slow  # every bundled negative through the sandboxed evaluator
+
 NEGATIVES = sorted((BUNDLED_ROOT / "negatives").rglob("*.py"))
 
 

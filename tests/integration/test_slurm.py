@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import REPO, run_warpk
 from warpk.tracking import read_offline_run
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
 
 SWEEP = (

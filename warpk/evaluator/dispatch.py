@@ -16,6 +16,7 @@ Non-goals: no verdict logic (warpk.evaluator.trusted), no caching (warpk.evaluat
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -50,6 +51,10 @@ class Dispatcher:
             run_timeout_factor=p.run_timeout_factor,
         )
         self.limits = Limits(p.memory_limit(), p.num_threads, address_space_limit=hw.device == "cpu")
+        self.lane_cores = [lane_cores(i, p.num_threads) for i in range(len(evaluator.lanes))]
+        # builds run on the cores no lane times on (all of them where the lanes take every core)
+        taken = {c for cores in self.lane_cores for c in cores}
+        self.compile_cores = tuple(sorted(set(os.sched_getaffinity(0)) - taken))
         self.energy_spec = None
         if evaluator.energy in ("nvml", "sampler"):
             self.energy_spec = wire.EnergySpec(hw.min_energy_window_s or 0.0, p.energy_repeats, IDLE_WINDOW_S,
@@ -83,7 +88,8 @@ class Dispatcher:
 
     def compile(self, p) -> EvalRecord | None:
         """A record only for a definite build failure; None = built, or let the lane decide."""
-        reply, _ = compile_candidate(p.item.candidate_source, self.build_dir(p), self.limits, self.env,
+        limits = dataclasses.replace(self.limits, cores=self.compile_cores)  # off the lanes' cores
+        reply, _ = compile_candidate(p.item.candidate_source, self.build_dir(p), limits, self.env,
                                      self.ev.sandbox, self.settings.compile_timeout_s, "cuda")
         if reply is not None and reply.status == "compile_error" and "Error building extension" in (
             reply.error or ""
@@ -134,7 +140,7 @@ class Dispatcher:
             def lane_loop(index: int, gpu: str) -> None:
                 p = lane = None
                 try:  # each lane's candidates and reference worker on cores of its own
-                    limits = dataclasses.replace(self.limits, cores=lane_cores(index, self.limits.threads))
+                    limits = dataclasses.replace(self.limits, cores=self.lane_cores[index])
                     lane = Lane(gpu or None, self.ev.sandbox, limits, self.env)
                     while True:
                         with lock:

@@ -10,11 +10,12 @@ its own, joined by the worker's first process before it execs (`ResourceGroup.jo
   RSS limit plus MEMORY_HEADROOM_BYTES: resident memory past the RSS limit is the parent's
   watch's to stop at once (near memory.max the kernel first evicts the worker's library pages
   and slows it for seconds before it kills), memory no RSS shows is the kernel's.
-- `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root).
+- `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root); with
+  RLIMIT_NOFILE per process it bounds the host file-table entries a sandbox can hold.
 - `cpuset`: the lane's cores (`lane_cores`), the same for the candidate and the reference
   worker (they never run at once: warpk.evaluator.freeze), so a candidate that starts more
-  threads than the reference's gets no more cores than it has; compile workers get none (they
-  build on the cores the lanes leave).
+  threads than the reference's gets no more cores than it has; compile workers get the cores no
+  lane uses (none where the lanes take them all), so a build never runs on a timed core.
 
 Where: cgroup v2 where its hierarchy is writable and delegates those controllers to a `warpk`
 group (`cgroup2`); else the cgroup v1 hierarchies of those controllers that are writable
@@ -37,7 +38,11 @@ from pathlib import Path
 
 CONTROLLERS = ("memory", "pids", "cpuset")
 MEMORY_HEADROOM_BYTES = 1 << 30
-PIDS_LIMIT = 4096  # threads and processes: torch starts dozens, a CUDA build (ninja, nvcc) hundreds
+# Tasks (threads and processes: torch starts dozens, a CUDA build with ninja and nvcc hundreds)
+# and open files per process (sandbox.py sets RLIMIT_NOFILE): together they bound the host's file
+# table a sandbox can take (~1M entries; fs.file-max is ~2.5M on a 24 GiB machine).
+PIDS_LIMIT = 1024
+FILES_PER_PROCESS = 1024
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
 REMOVE_WAIT_S = 0.5
 STALE_AFTER_S = 60.0

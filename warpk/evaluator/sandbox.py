@@ -23,7 +23,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   the parent only makes that folder, never reads in it; own PID namespace (it cannot see or
   signal other processes, and everything it spawns dies with it: `--die-with-parent`, then the
   namespace goes); new session (no terminal injection); all capabilities dropped,
-  no_new_privs; on a GPU only its lane's device nodes (/dev/nvidia<i> + control/UVM nodes)
+  no_new_privs; no user namespaces of its own (bwrap 0.8+ `--disable-userns`: without it a
+  candidate can make namespaces charged to host root's per-user limits until no sandbox on the
+  host can start, corpus 56); on a GPU only its lane's device nodes (/dev/nvidia<i> + control/UVM nodes)
   exist; a scrubbed environment (no tokens or keys), for the sandbox's init (/proc/1) too.
   Both modes: one fresh process per candidate (nothing of one candidate can reach the next);
   its stdout and stderr reach the parent through a pipe the parent made, drained without
@@ -83,7 +85,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, ResourceGroup
+from warpk.evaluator.resources import FILES_PER_PROCESS, MEMORY_HEADROOM_BYTES, ResourceGroup
 from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
@@ -264,8 +266,20 @@ def bwrap_command(build_dir: Path | None, gpu: str | None) -> list[str]:
     if build_dir is not None:
         cmd += ["--bind", str(build_dir), str(build_dir)]
     cmd += ["--chdir", str(SANDBOX_HOME), "--remount-ro", "/"]
-    cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--"]
-    return cmd
+    cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if _bwrap_disables_userns():  # no namespaces of its own: they count against host root's limits
+        cmd += ["--unshare-user", "--disable-userns"]
+    return [*cmd, "--"]
+
+
+@functools.cache
+def _bwrap_disables_userns() -> bool:
+    """bwrap 0.8+ can stop the sandbox from making user namespaces (corpus 56)."""
+    try:
+        shown = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in shown.stdout + shown.stderr
 
 
 def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str]:
@@ -294,6 +308,7 @@ def _apply_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
     if limits.address_space_limit:
         space = int((limits.memory_limit_gb + 4) * 1024**3)  # + room for torch's own mappings
         resource.setrlimit(resource.RLIMIT_AS, (space, space))
