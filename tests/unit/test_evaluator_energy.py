@@ -308,7 +308,7 @@ def test_the_energy_spec_names_the_daemon_only_in_sampler_mode():
 
     for mode, addr in (("sampler", "127.0.0.1:7"), ("nvml", None)):
         protocol = EvaluateConfig(sandbox="process", sampler_addr="127.0.0.1:7")
-        evaluator = SimpleNamespace(energy=mode, protocol=protocol, hardware=H200)
+        evaluator = SimpleNamespace(energy=mode, protocol=protocol, hardware=H200, lanes=["0"])
         assert Dispatcher(evaluator).energy_spec.sampler_addr == addr
 
 

@@ -84,6 +84,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.resources import FILES_PER_PROCESS, MEMORY_HEADROOM_BYTES, ResourceGroup
 from warpk.paths import REPO as PROJECT_ROOT
@@ -303,8 +304,10 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
     return env
 
 
-def _apply_limits(limits: Limits) -> None:
-    """Runs in the child before exec (inherited by bwrap's children)."""
+def _apply_limits(limits: Limits, group: ResourceGroup) -> None:
+    """Runs in the child before exec (inherited by bwrap's children): into its cgroups, so all it
+    spawns is born inside, then its rlimits."""
+    group.join()
     resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -337,17 +340,11 @@ class UntrustedProcess:
         self.output = OutputTail()
         rss_limit = int(limits.memory_limit_gb * 1024**3)
         self.group = ResourceGroup(rss_limit + MEMORY_HEADROOM_BYTES if rss_limit else 0, limits.cores)
-        group = self.group
-
-        def before_exec() -> None:  # in the child: born inside its cgroups, with its rlimits
-            group.join()
-            _apply_limits(limits)
-
         try:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
                 stdout=self.output.write_fd, stderr=self.output.write_fd, pass_fds=(child.fileno(),),
-                start_new_session=True, preexec_fn=before_exec,
+                start_new_session=True, preexec_fn=functools.partial(_apply_limits, limits, self.group),
             )
         except BaseException:
             self.group.close()
@@ -363,21 +360,14 @@ class UntrustedProcess:
 
     def rss_gb(self) -> float:
         """Resident memory of the worker and everything it spawned."""
-        total, stack, seen = 0, [self.proc.pid], set()
-        while stack:
-            pid = stack.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
+        total_kb = 0
+        for pid in process_tree(self.proc.pid):
             try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                for task in Path(f"/proc/{pid}/task").iterdir():
-                    stack += [int(c) for c in (task / "children").read_text().split()]
+                status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                total_kb += sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
             except (OSError, ValueError):
                 continue
-        return total / 1024**2
+        return total_kb / 1024**2
 
     def stderr_tail(self, chars: int = 300) -> str:
         """The last non-empty line it wrote (from the pipe's last 4 KiB: the candidate wrote it)."""
