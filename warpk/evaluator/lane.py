@@ -97,8 +97,9 @@ def _death(worker: UntrustedProcess) -> str:
 class TrustedProcess:
     """The lane's trusted worker, started on first use and restarted if it dies."""
 
-    def __init__(self, env: dict[str, str], threads: int):
+    def __init__(self, env: dict[str, str], threads: int, cores: tuple[int, ...] = ()):
         self.env, self.threads = env, threads
+        self.cores = cores  # where it runs: off the lane's timed cores where there are others
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.home: Path | None = None
@@ -121,6 +122,7 @@ class TrustedProcess:
                 [sys.executable, "-m", "warpk.evaluator.trusted"], cwd=self.home, env=env,
                 stdin=subprocess.DEVNULL, stdout=self.output.write_fd, stderr=self.output.write_fd,
                 pass_fds=(child.fileno(),), start_new_session=True,
+                preexec_fn=(lambda: os.sched_setaffinity(0, self.cores)) if self.cores else None,
             )
         except BaseException:
             self.close()
@@ -165,7 +167,8 @@ class Lane:
     def __init__(self, gpu: str | None, sandbox: str, limits: Limits, env: dict[str, str]):
         self.gpu, self.sandbox, self.limits = gpu, sandbox, limits
         self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
-        self.trusted = TrustedProcess(self.env, limits.threads)
+        others = tuple(sorted(set(os.sched_getaffinity(0)) - set(limits.cores)))
+        self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else ())
         # Started ahead, importing torch while the current candidate loads and is checked; the
         # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
         # stretched honest batches 10x).
