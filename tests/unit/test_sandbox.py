@@ -358,15 +358,18 @@ def test_roofline_does_not_judge_the_cpu_profile():
 
 
 @pytest.mark.gpu
-def test_a_timer_lie_on_the_gpu_is_implausible():
-    """The candidate makes torch.cuda.Event.elapsed_time return 1 us in its own process: the
-    trusted wall clock does not agree."""
+def test_a_timer_lie_on_the_gpu_gains_nothing():
+    """The candidate makes torch.cuda.Event.elapsed_time return 1 us in its own process. Its
+    time is the trusted worker's clock (evaluator v3), so the lie is never read: an honest
+    softmax, `ok`, not counted faster (v2 called it `implausible` from the self-report)."""
+    from warpk.records import faster
+
     source = _forward("pass", prelude="torch.cuda.Event.elapsed_time = lambda self, end: 0.001\n")
     protocol = EvaluateConfig(result_cache=False, timing_batches=3, run_timeout_s=120.0, gpus=[0])
     evaluator = Evaluator(protocol, _hardware("h200"))
     record = evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "timer_lie.py"))
-    assert record.status == "implausible"
-    assert "trusted wall clock" in record.error or "roofline" in record.error
+    assert record.status == "ok", record.error
+    assert record.speedup < 1.25 and not faster(record), (record.speedup, record.speedup_low)
 
 
 def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypatch):
