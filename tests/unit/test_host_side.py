@@ -19,9 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_sandbox import HEAD, _forward, _measure, needs_bwrap
+from tests.unit.test_sandbox import HEAD, _forward, needs_bwrap
+from tests.unit.test_sandbox import _measure as _measure_warm
 from warpk.evaluator.lane import compile_candidate
 from warpk.evaluator.sandbox import Limits
+
+
+def _measure(source: str, **kw):
+    """As test_sandbox's, with workers of its own, closed before it returns: these tests look
+    at what the host holds afterwards (its temp folders, its environment as the workers got it)."""
+    return _measure_warm(source, fresh=True, **kw)
 
 MODES = [pytest.param("bwrap", marks=needs_bwrap), "process"]
 pytestmark = pytest.mark.timeout(180)  # the FIFO attack hung the old parent forever

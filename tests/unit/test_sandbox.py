@@ -41,11 +41,29 @@ def _hardware(name: str) -> HardwareConfig:
     return HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
 
 
-def _measure(source: str, sandbox: str = "bwrap", **protocol):
-    """One candidate for 01_softmax, static pre-filter skipped."""
+# One evaluator per protocol for the module: its lane stays warm between tests (as between a
+# GRPO run's batches), so each test's candidate is one more adversary through a used lane.
+EVALUATORS: dict[tuple, Evaluator] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_evaluators():
+    yield
+    while EVALUATORS:
+        EVALUATORS.popitem()[1].close()
+
+
+def _measure(source: str, sandbox: str = "bwrap", fresh: bool = False, **protocol):
+    """One candidate for 01_softmax, static pre-filter skipped. `fresh`: an evaluator of its own
+    (workers started now, e.g. after the test changed the parent's environment)."""
     settings = dict(result_cache=False, timing_batches=3, batch_target_ms=2.0, run_timeout_s=10.0,
                     memory_limit_gb=2.0, sandbox=sandbox)
-    evaluator = Evaluator(EvaluateConfig(**{**settings, **protocol}), _hardware("cpu"))
+    config = EvaluateConfig(**{**settings, **protocol})
+    key = tuple(sorted({**settings, **protocol}.items()))
+    if fresh:
+        with Evaluator(config, _hardware("cpu")) as evaluator:
+            return evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "sandbox_probe.py"))
+    evaluator = EVALUATORS.get(key) or EVALUATORS.setdefault(key, Evaluator(config, _hardware("cpu")))
     return evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "sandbox_probe.py"))
 
 
@@ -252,7 +270,7 @@ def test_home_secrets_and_environment_are_not_readable(monkeypatch):
             f"p = pathlib.Path({str(secret)!r})\n"
             "raise RuntimeError((p.read_text() if p.exists() else 'no secret') + repr(dict(os.environ)))\n"
         )
-        record = _measure(_forward("pass", prelude=probe))
+        record = _measure(_forward("pass", prelude=probe), fresh=True)  # workers started with HF_TOKEN set
         assert record.status == "compile_error"
         assert "no secret" in record.error
         assert token not in record.error and "secret-hf-token" not in record.error

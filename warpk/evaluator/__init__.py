@@ -32,7 +32,10 @@ import ast
 import dataclasses
 import hashlib
 import os
+import threading
+import weakref
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +111,22 @@ class Evaluator:
         cores = usable_cores()
         auto_workers = max(1, min(cores - len(self.lanes), _ram_gb() // 8))
         self.compile_workers = protocol.compile_workers or auto_workers
+        # Lanes kept between calls (warpk.evaluator.dispatch): their trusted worker, reference
+        # worker and next candidate's worker already started, torch imported, so the next call (a
+        # GRPO step's batch) starts warm. Closed by close(), or when this evaluator is collected
+        # or the process exits.
+        self.warm = WarmLanes()
+        self._finalizer = weakref.finalize(self, self.warm.close)
+
+    def close(self) -> None:
+        """Stop the workers kept between calls (a later call starts new ones)."""
+        self.warm.close()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def _default_lanes(self) -> list[str]:
         """GPU indices to measure on (as CUDA_VISIBLE_DEVICES values); [''] for the CPU."""
@@ -204,6 +223,32 @@ class Evaluator:
         for p in duplicates:
             emit(p.index, dataclasses.replace(records[first[p.key]], candidate=p.item.candidate, cached=True))
         return records
+
+
+class WarmLanes:
+    """The lanes an evaluator keeps between calls, by index, and the threads that drive them:
+    a worker started by a thread dies with that thread (bwrap's --die-with-parent is a
+    parent-death signal, sent when the thread that forked it exits), so the threads stay too."""
+
+    def __init__(self):
+        self.lanes: dict = {}
+        self.pool: ThreadPoolExecutor | None = None
+        self.lock = threading.Lock()
+
+    def threads(self, n: int) -> ThreadPoolExecutor:
+        with self.lock:
+            if self.pool is None:  # never replaced while lanes live: their workers would die
+                self.pool = ThreadPoolExecutor(n, thread_name_prefix="lane")
+            return self.pool
+
+    def close(self) -> None:
+        with self.lock:
+            while self.lanes:
+                _, lane = self.lanes.popitem()
+                lane.close()
+            if self.pool is not None:
+                self.pool.shutdown(wait=False)
+                self.pool = None
 
 
 def _ram_gb() -> int:

@@ -114,10 +114,9 @@ class Dispatcher:
         lock = threading.Lock()
         failures: list[HarnessFailure] = []
         cuda_builds = self.ev.hardware.device == "cuda"
-        with (
-            ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool,
-            ThreadPoolExecutor(len(self.ev.lanes), thread_name_prefix="lane") as lane_pool,
-        ):
+        warm = self.ev.warm
+        lane_pool = warm.threads(len(self.ev.lanes))  # kept: the lanes' workers live as long as they
+        with ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool:
             builds: dict[int, Future] = {
                 p.index: compile_pool.submit(self.compile, p)
                 for p in pending
@@ -140,21 +139,26 @@ class Dispatcher:
             def lane_loop(index: int, gpu: str) -> None:
                 p = lane = None
                 try:  # each lane's candidates and reference worker on cores of its own
-                    limits = dataclasses.replace(self.limits, cores=self.lane_cores[index])
-                    lane = Lane(gpu or None, self.ev.sandbox, limits, self.env)
+                    lane = warm.lanes.pop(index, None)  # warm from an earlier call
+                    if lane is None:
+                        limits = dataclasses.replace(self.limits, cores=self.lane_cores[index])
+                        lane = Lane(gpu or None, self.ev.sandbox, limits, self.env)
                     while True:
                         with lock:
                             if not queue:
-                                return
+                                break
                             p = queue.popleft()
                         record = builds[p.index].result() if p.index in builds else None
                         record = record or self.measure(lane, p)
                         with lock:
                             done(p, record)
+                    lane, finished = None, lane  # kept warm for the next call
+                    if warm.lanes.setdefault(index, finished) is not finished:
+                        finished.close()  # another call on this evaluator kept one first
                 except Exception as err:  # noqa: BLE001 - ours, not the candidate's: stop the run
                     stop(p, err)
                 finally:
-                    if lane is not None:
+                    if lane is not None:  # a failed lane is not kept
                         lane.close()
 
             for future in [lane_pool.submit(lane_loop, i, gpu) for i, gpu in enumerate(self.ev.lanes)]:

@@ -213,14 +213,13 @@ class Freezer:
         self.thaw()
         if self.cgroup is None or not self.own:
             return
-        # killing is the parent's (it reports how the worker ended: a signal, its last line)
-        deadline = time.monotonic() + 0.5  # else the next Freezer removes it once it is empty
-        while time.monotonic() < deadline:
-            try:
-                self.cgroup.rmdir()
-                return
-            except OSError:
-                time.sleep(0.01)
+        # Killing is the parent's (it reports how the worker ended: a signal, its last line), so
+        # the group may not be empty yet: then a later Freezer removes it (`_new_group`, once
+        # stale). Waiting here for the kill cost every failed candidate 0.5 s.
+        try:
+            self.cgroup.rmdir()
+        except OSError:
+            pass
 
 
 class NoFreeze:

@@ -126,8 +126,9 @@ class ReferenceWorker:
         return self.process.proc.poll() is None
 
     def close(self) -> None:
+        self.freezer.thaw()
+        self.process.close()  # killed and reaped first: its cgroup is empty, removed at once
         self.freezer.close()
-        self.process.close()
 
 
 class ReferenceWorkers:

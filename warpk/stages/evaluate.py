@@ -92,7 +92,10 @@ def run_evaluate(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) 
             )
             update(sink.arrived, f"{record.task_id} {record.candidate}: {record.status}")
 
-        ordered = records[:done] + evaluator.evaluate_many(items[done:], on_record=on_record)
+        try:
+            ordered = records[:done] + evaluator.evaluate_many(items[done:], on_record=on_record)
+        finally:
+            evaluator.close()  # its workers, kept warm for another call, are not needed any more
     summary = summarize(ordered)
     summary["n_skipped"] = float(len(skipped))
     summary["n_energy_error"] = float(sum(r.energy_error is not None for r in ordered))
