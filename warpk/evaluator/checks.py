@@ -78,13 +78,18 @@ def _compare(torch, r, n, tol: float) -> tuple[float, float, str | None]:
         r_w = r[start : start + CHUNK_ELEMENTS].to(work)
         n_w = n[start : start + CHUNK_ELEMENTS].to(work)
         diff, r_abs = (n_w - r_w).abs_(), r_w.abs()
-        # strictly below: an infinite reference (infinite bound) or NaN anywhere goes to isclose
-        if not bool((diff < r_abs * tol + tol).all()):
+        chunk_worst, chunk_scale = float(diff.max()), float(r_abs.max())
+        # |n - r| < tol + tol * |r| everywhere, as max(|n - r| - tol * |r|) < tol, in place (two
+        # temporaries per chunk, not five). Strictly below: NaN anywhere, or an infinite
+        # reference (inf - inf), goes to isclose.
+        if not float(diff.sub_(r_abs, alpha=tol).max()) < tol:
             if not bool(torch.isclose(n_w, r_w, atol=tol, rtol=tol, equal_nan=True).all()):
                 return _why(torch, r_w.double(), n_w.double(), tol, worst, scale)
             # close after all: NaN where the reference is NaN, or the same infinity (no error)
-            diff, r_abs = diff.nan_to_num_(0.0), r_abs.nan_to_num_(0.0, posinf=0.0)
-        worst, scale = max(worst, float(diff.max())), max(scale, float(r_abs.max()))
+            diff = (n_w - r_w).abs_().nan_to_num_(0.0)
+            chunk_worst = float(diff.max())
+            chunk_scale = float(r_abs.nan_to_num_(0.0, posinf=0.0).max())
+        worst, scale = max(worst, chunk_worst), max(scale, chunk_scale)
     return worst, scale, None
 
 

@@ -12,29 +12,19 @@ Non-goals: no torch, no I/O policy (timeouts belong to the caller: `recv(timeout
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 import struct
 import time
-import types
 import typing
 from dataclasses import dataclass, field
 
+from warpk.evaluator.codec import PeerClosed, PeerTimeout, ProtocolError, build, plain
+
+__all__ = ["PeerClosed", "PeerTimeout", "ProtocolError"]  # raised here, defined with the codec
+
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LENGTH = struct.Struct("!I")
-
-
-class ProtocolError(Exception):
-    """A frame that is not a valid message of an expected type (or the peer went away)."""
-
-
-class PeerClosed(ProtocolError):
-    """The other side closed the socket (it exited, crashed or was killed)."""
-
-
-class PeerTimeout(ProtocolError):
-    """No complete frame arrived within the time allowed."""
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -237,65 +227,7 @@ TRUSTED_REPLIES = (Measurement,)
 TYPES = {t.__name__: t for t in (Load, Build, Stage, Go, Quit, Reply, Ran, MeasureRequest, Measurement)}
 
 
-# --- encoding ----------------------------------------------------------------------------------
-def to_wire(message) -> dict:
-    return {"type": type(message).__name__, **dataclasses.asdict(message)}
-
-
-def _check(value, hint, where: str):
-    """`value` converted to `hint` (dataclasses built from dicts), or ProtocolError."""
-    origin = typing.get_origin(hint)
-    if hint is typing.Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        errors = []
-        for option in typing.get_args(hint):
-            try:
-                return _check(value, option, where)
-            except ProtocolError as err:
-                errors.append(str(err))
-        raise ProtocolError(f"{where}: {'; '.join(errors)}")
-    if hint is type(None):
-        if value is not None:
-            raise ProtocolError(f"{where}: expected null")
-        return None
-    if origin is list:
-        if not isinstance(value, list):
-            raise ProtocolError(f"{where}: expected a list")
-        (inner,) = typing.get_args(hint)
-        return [_check(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        key_hint, value_hint = typing.get_args(hint)
-        if not isinstance(value, dict):
-            raise ProtocolError(f"{where}: expected an object")
-        return {_check(k, key_hint, f"{where} key"): _check(v, value_hint, f"{where}[{k!r}]")
-                for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, where)
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint in (int, float) and isinstance(value, bool):
-        raise ProtocolError(f"{where}: expected {hint.__name__}, got a bool")
-    if not isinstance(value, hint):
-        raise ProtocolError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
-    return value
-
-
-def _build(cls, raw, where: str):
-    if not isinstance(raw, dict):
-        raise ProtocolError(f"{where}: expected an object for {cls.__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(raw) - names
-    if unknown:
-        raise ProtocolError(f"{where}: unknown fields {sorted(unknown)} for {cls.__name__}")
-    kwargs = {k: _check(v, hints[k], f"{where}.{k}") for k, v in raw.items()}
-    try:
-        return cls(**kwargs)
-    except TypeError as err:
-        raise ProtocolError(f"{where}: {err}") from err
-
-
+# --- encoding (warpk.evaluator.codec) ------------------------------------------------------
 def decode(raw: dict, expected: tuple[type, ...]):
     """The message in `raw` if it is one of `expected`, else ProtocolError."""
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
@@ -304,7 +236,7 @@ def decode(raw: dict, expected: tuple[type, ...]):
     if cls not in expected:
         raise ProtocolError(f"unexpected message {raw['type'][:40]!r}")
     try:
-        return _build(cls, {k: v for k, v in raw.items() if k != "type"}, cls.__name__)
+        return build(cls, {k: v for k, v in raw.items() if k != "type"}, cls.__name__)
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as err:
         raise ProtocolError(f"{cls.__name__}: {type(err).__name__}") from err
 
@@ -312,7 +244,7 @@ def decode(raw: dict, expected: tuple[type, ...]):
 # --- framing ----------------------------------------------------------------------------------
 def send(sock: socket.socket, message, fd: int | None = None) -> None:
     """One frame; `message` is a dataclass or an already-encoded dict."""
-    raw = message if isinstance(message, dict) else to_wire(message)
+    raw = message if isinstance(message, dict) else {"type": type(message).__name__, **plain(message)}
     payload = json.dumps(raw, allow_nan=True).encode()
     data = _LENGTH.pack(len(payload)) + payload
     sock.settimeout(None)

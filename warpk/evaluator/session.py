@@ -86,7 +86,10 @@ class Session(EnergyPhases, Link):
 
     def inputs(self, seed: int) -> list:
         torch = self.torch
-        torch.manual_seed(seed)
+        if self.dev.cuda:
+            torch.manual_seed(seed)
+        else:  # the CPU generator alone: manual_seed also queues a CUDA seeding, with a stack trace
+            torch.default_generator.manual_seed(seed)
         with torch.device(self.dev.device):
             values = self.task.get_inputs()
         return [x.to(self.dev.device) if isinstance(x, torch.Tensor) else x for x in values]

@@ -208,7 +208,10 @@ def run_grpo(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> t
         print(note, flush=True)
     source = EvaluatorSource(evaluator, train_tasks(config))
     trainer = build_trainer(config, run_dir, source)
-    summary = common.train_and_save(config, run_dir, trainer, log)
+    try:
+        summary = common.train_and_save(config, run_dir, trainer, log)
+    finally:
+        evaluator.close()  # its lanes, warm from step to step, are not needed for held-out sampling
     if reads_energy(config.reward):  # the report marks energy arms that trained without it
         summary["reward_energy_measured"] = note is None
     counts = distributed.summed(source.counts)  # every process's completions, not rank 0's
