@@ -5,11 +5,13 @@ Two arms, side by side in one run, their calls interleaved (the order alternates
 - `cold`: a new Evaluator per call, closed after it (every call starts its trusted worker,
   reference worker and first candidate worker, each importing torch);
 - `warm`: one Evaluator for every call (the lanes, with their workers, are kept between calls).
-Each round's two calls evaluate the same `--per-call` bundled solutions (another set each round;
-result cache off, so every call measures), with the protocol of `python -m warpk` and
+Each round's two calls evaluate the same `--per-call` bundled solutions (result cache off, so
+every call measures): another set each round, or with `--same` the same set every round (a GRPO
+run's steps over a small task set: the warm lane also keeps the task's reference loaded and
+probed, and its time alone for a minute), with the protocol of `python -m warpk` and
 `--timing-batches`.
 
-    python benchmarks/bench_warm_lanes.py --hardware cpu --rounds 4 --per-call 2 --out DIR
+    python benchmarks/bench_warm_lanes.py --hardware cpu --rounds 5 --per-call 2 [--same] --out DIR
 
 Writes warm_lanes.json (every call's wall and statuses) and prints the median wall per call of
 each arm and their ratio per round (median, min-max over rounds).
@@ -42,17 +44,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--per-call", type=int, default=2)
     parser.add_argument("--timing-batches", type=int, default=10)
+    parser.add_argument("--same", action="store_true", help="the same candidates every round")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     hardware = hardware_profile(args.hardware)
     protocol = default_protocol(result_cache=False, timing_batches=args.timing_batches)
     pool = items(None, hardware.device)
-    need = args.rounds * args.per_call
+    need = args.per_call if args.same else args.rounds * args.per_call
     if len(pool) < need:
         print(f"bench_warm_lanes: {need} distinct candidates needed, {len(pool)} bundled for "
               f"hardware={args.hardware}; lower --rounds or --per-call")
         return 2
     batches = [pool[i:i + args.per_call] for i in range(0, need, args.per_call)]
+    if args.same:
+        batches = batches * args.rounds
     warm = Evaluator(protocol, hardware)
     calls = []
     try:
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     by_round = {(c["round"], c["arm"]): c["wall_s"] for c in calls}
     ratios = [by_round[(r, "cold")] / by_round[(r, "warm")] for r in range(1, args.rounds)]  # round 0 warms
     summary = dict(
-        hardware=args.hardware, per_call=args.per_call, timing_batches=args.timing_batches,
+        hardware=args.hardware, per_call=args.per_call, timing_batches=args.timing_batches, same=args.same,
         cold_median_s=statistics.median(by_round[(r, "cold")] for r in range(1, args.rounds)),
         warm_median_s=statistics.median(by_round[(r, "warm")] for r in range(1, args.rounds)),
         ratio_median=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios),

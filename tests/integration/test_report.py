@@ -52,6 +52,7 @@ def runs(tmp_path_factory) -> Path:
         "seed=11,22",
         "evaluate.result_cache=false",
         "evaluate.timing_batches=4",  # the report reads records; it does not need tight intervals
+        "evaluate.batch_target_ms=5",  # nor long batches
     ]
     _ok(run_warpk(*common, "model=m0", f"hydra.sweep.dir={root / 'sweep' / 'm0'}"))
     _ok(
