@@ -5,6 +5,7 @@ in the last call; close(), or the evaluator's collection, ends every worker."""
 import gc
 import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -41,6 +42,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _trusted_children() -> list[int]:
+    """This process's children that are trusted workers (one per live lane)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"warpk.evaluator.trusted" in (proc / "cmdline").read_bytes():
+                stat = (proc / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid():
+                    found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 @needs_bwrap
 def test_the_next_call_reuses_the_lane_and_its_worker_started_ahead(tmp_path, monkeypatch):
     profile = tmp_path / "profile.jsonl"
@@ -68,4 +83,29 @@ def test_an_evaluator_dropped_without_close_ends_its_workers():
     pids = [lane.trusted.proc.pid, lane.spare.proc.pid]
     del evaluator, lane
     gc.collect()
+    assert not any(_alive(pid) for pid in pids)
+
+
+@needs_bwrap
+@pytest.mark.timeout(180)
+def test_a_call_made_while_another_holds_the_lanes_gets_its_own_and_close_waits_for_the_first():
+    """From the red team (session 17): a call made from `on_record` deadlocked on the kept lane's
+    one thread, and a close() during a call left that call's lane kept and alive afterwards."""
+    evaluator = _evaluator()
+    nested: list = []
+
+    def on_record(_, record) -> None:
+        lane = evaluator.warm.lanes.get(0)
+        assert lane is None  # the lane is the running call's, not kept yet
+        nested.extend(evaluator.evaluate_many([_item(4)]))  # lanes of its own, closed after it
+        evaluator.close()  # while the outer call still runs its lane
+
+    outer = evaluator.evaluate_many([_item(3)], on_record)
+    assert [r.status for r in outer + nested] == ["ok", "ok"], [r.error for r in outer + nested]
+    assert not evaluator.warm.lanes and evaluator.warm.pool is None
+    assert not _trusted_children()  # the outer call's lane was closed when it ended
+    again = evaluator.evaluate_many([_item(5)])  # usable after close: new lanes
+    assert again[0].status == "ok"
+    pids = [evaluator.warm.lanes[0].trusted.proc.pid]
+    evaluator.close()
     assert not any(_alive(pid) for pid in pids)

@@ -29,6 +29,7 @@ Non-goals here: trl, peft, wandb or hydra (workers re-import this package in fre
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -228,27 +229,61 @@ class Evaluator:
 class WarmLanes:
     """The lanes an evaluator keeps between calls, by index, and the threads that drive them:
     a worker started by a thread dies with that thread (bwrap's --die-with-parent is a
-    parent-death signal, sent when the thread that forked it exits), so the threads stay too."""
+    parent-death signal, sent when the thread that forked it exits), so the threads stay too.
+    One call at a time holds them (`lease`); a call made meanwhile (from an `on_record`, or
+    another thread) gets lanes and threads of its own, closed after it."""
 
     def __init__(self):
         self.lanes: dict = {}
         self.pool: ThreadPoolExecutor | None = None
         self.lock = threading.Lock()
+        self.busy = False  # a call holds the lanes
+        self.closing = False  # close() came during that call: its lanes are closed at its end
 
-    def threads(self, n: int) -> ThreadPoolExecutor:
+    @contextlib.contextmanager
+    def lease(self, n: int):
+        """The kept lanes' threads (n of them) for one call, or None while another call holds them."""
         with self.lock:
-            if self.pool is None:  # never replaced while lanes live: their workers would die
-                self.pool = ThreadPoolExecutor(n, thread_name_prefix="lane")
-            return self.pool
+            held = not self.busy
+            if held:
+                self.busy = True
+                if self.pool is None:  # never replaced while lanes live: their workers would die
+                    self.pool = ThreadPoolExecutor(n, thread_name_prefix="lane")
+            pool = self.pool if held else None
+        try:
+            yield pool
+        finally:
+            if held:
+                with self.lock:
+                    self.busy, closing, self.closing = False, self.closing, False
+                if closing:
+                    self.close()
+
+    def take(self, index: int):
+        """The lane kept for `index`, or None (only while holding the lease)."""
+        with self.lock:
+            return self.lanes.pop(index, None)
+
+    def keep(self, index: int, lane) -> None:
+        """Keep `lane` for the next call, unless close() came meanwhile or one is kept already."""
+        with self.lock:
+            if not self.closing and index not in self.lanes:
+                self.lanes[index] = lane
+                return
+        lane.close()
 
     def close(self) -> None:
         with self.lock:
-            while self.lanes:
-                _, lane = self.lanes.popitem()
-                lane.close()
-            if self.pool is not None:
-                self.pool.shutdown(wait=False)
-                self.pool = None
+            lanes, self.lanes = list(self.lanes.values()), {}
+            pool = None
+            if self.busy:
+                self.closing = True  # the call in flight closes its lanes and these threads
+            else:
+                pool, self.pool = self.pool, None
+        for lane in lanes:
+            lane.close()
+        if pool is not None:
+            pool.shutdown(wait=False)
 
 
 def _ram_gb() -> int:

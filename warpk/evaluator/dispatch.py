@@ -115,8 +115,12 @@ class Dispatcher:
         failures: list[HarnessFailure] = []
         cuda_builds = self.ev.hardware.device == "cuda"
         warm = self.ev.warm
-        lane_pool = warm.threads(len(self.ev.lanes))  # kept: the lanes' workers live as long as they
-        with ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool:
+        with (
+            warm.lease(len(self.ev.lanes)) as kept_threads,  # None: another call holds the kept lanes
+            ThreadPoolExecutor(len(self.ev.lanes) if kept_threads is None else 1, "lane") as own_threads,
+            ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool,
+        ):
+            lane_pool = kept_threads or own_threads
             builds: dict[int, Future] = {
                 p.index: compile_pool.submit(self.compile, p)
                 for p in pending
@@ -139,7 +143,7 @@ class Dispatcher:
             def lane_loop(index: int, gpu: str) -> None:
                 p = lane = None
                 try:  # each lane's candidates and reference worker on cores of its own
-                    lane = warm.lanes.pop(index, None)  # warm from an earlier call
+                    lane = warm.take(index) if kept_threads else None  # warm from an earlier call
                     if lane is None:
                         limits = dataclasses.replace(self.limits, cores=self.lane_cores[index])
                         lane = Lane(gpu or None, self.ev.sandbox, limits, self.env)
@@ -152,9 +156,9 @@ class Dispatcher:
                         record = record or self.measure(lane, p)
                         with lock:
                             done(p, record)
-                    lane, finished = None, lane  # kept warm for the next call
-                    if warm.lanes.setdefault(index, finished) is not finished:
-                        finished.close()  # another call on this evaluator kept one first
+                    if kept_threads:
+                        lane, finished = None, lane
+                        warm.keep(index, finished)  # for the next call
                 except Exception as err:  # noqa: BLE001 - ours, not the candidate's: stop the run
                     stop(p, err)
                 finally:
