@@ -15,6 +15,7 @@ Non-goals: no verdict logic (warpk.evaluator.trusted), no caching (warpk.evaluat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -117,10 +118,11 @@ class Dispatcher:
         warm = self.ev.warm
         with (
             warm.lease(len(self.ev.lanes)) as kept_threads,  # None: another call holds the kept lanes
-            ThreadPoolExecutor(len(self.ev.lanes) if kept_threads is None else 1, "lane") as own_threads,
+            contextlib.ExitStack() as own,
             ThreadPoolExecutor(self.ev.compile_workers, thread_name_prefix="compile") as compile_pool,
         ):
-            lane_pool = kept_threads or own_threads
+            lane_pool = kept_threads or own.enter_context(
+                ThreadPoolExecutor(len(self.ev.lanes), thread_name_prefix="lane"))
             builds: dict[int, Future] = {
                 p.index: compile_pool.submit(self.compile, p)
                 for p in pending
