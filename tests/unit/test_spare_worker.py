@@ -59,3 +59,10 @@ def test_the_worker_started_ahead_is_thawed_after_each_candidate_and_serves_the_
     assert seen == [True] * 3
     lanes = [x for x in map(json.loads, profile.read_text().splitlines()) if x["side"] == "lane"]
     assert [x["candidate_pid"] for x in lanes[1:]] == [x["spare_pid"] for x in lanes[:-1]]
+    # the trusted worker's line splits both sides' timed round trips (benchmarks/screen_copy_bias.py)
+    trusted = [x for x in map(json.loads, profile.read_text().splitlines()) if x["side"] == "trusted"]
+    for line in trusted:
+        for side in ("candidate", "reference"):
+            phases, counts = line["go"][side]
+            assert counts["timing: calls"] > 0 and phases["timing: answer"] > 0, (side, line["go"])
+            assert {"timing: freeze", "timing: read back"} <= set(phases)

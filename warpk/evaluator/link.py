@@ -22,6 +22,7 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, flatten, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.freeze import NoFreeze
+from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.remote import read_into
 from warpk.evaluator.transport import ALIGN, Carrier, layout, read_back, tensor_bytes
 
@@ -65,6 +66,7 @@ class Link:
         self.out_count = self.in_count = 1  # tensors in one call's outputs / inputs, once known
         self.went = False  # whether the candidate has run any call yet
         self.arrived = 0.0  # when the last answer of the untrusted worker was received
+        self.go_watch = Stopwatch("go")  # WARPK_PROFILE only: each Go's round trip by phase and step
 
     def ask(self, message, fd: int | None = None, limit_s: float | None = None, expect=(wire.Reply,)):
         self.still.thaw()
@@ -163,9 +165,12 @@ class Link:
         self.check_quiet()
         self.went = True
         start, since = time.perf_counter(), time.monotonic()
+        self.go_watch.last = start
         wire.send(self.sock, wire.Go(encoded, nonce, **flags), fd)
         ran, out_fd = self.answer(limit_s, (wire.Ran,))
+        self.go_watch.lap(f"{self.phase}: answer")
         self.still.freeze()  # nothing of it runs while its outputs are copied and checked
+        self.go_watch.lap(f"{self.phase}: freeze")
         self.spans.append((since, time.monotonic()))
         if ran.nonce != nonce or len(ran.outputs) != len(encoded) and not flags.get("repeat"):
             if out_fd is not None:
@@ -176,6 +181,8 @@ class Link:
                           "outputs came back")
         outs, ins = self.outputs_of(ran, out_fd)
         wall_ms = (time.perf_counter() - start) * 1e3
+        self.go_watch.lap(f"{self.phase}: read back")
+        self.go_watch.count(f"{self.phase}: calls", len(encoded))
         self.carrier.unmap()
         return ran, outs, ins, wall_ms
 

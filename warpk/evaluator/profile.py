@@ -23,11 +23,15 @@ class Stopwatch:
         self.path = os.environ.get("WARPK_PROFILE")
         self.last = time.perf_counter()
         self.phases: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
         self.phases[name] = self.phases.get(name, 0.0) + now - self.last
         self.last = now
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
 
     def write(self, **about) -> None:
         """One line in $WARPK_PROFILE (appended whole: both sides write to one file)."""

@@ -228,6 +228,7 @@ class Session(EnergyPhases, Link):
         s = self.s
         self.phase = "timing"
         ref = self.ref_link
+        ref.phase = "timing"
         ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
         k = calls_per_batch(self.ref_call_s, self.result["io_bytes"], s.batch_target_ms, s.batch_memory_bytes)
 
@@ -258,6 +259,7 @@ class Session(EnergyPhases, Link):
         if not self.freezer.kill():
             raise Verdict("crashed", "the candidate's sandbox did not end when killed")
         batches = max(3, self.s.timing_batches // 2)
+        self.ref_link.phase = "timing alone"
         with self.reference_side("timing alone"):
             alone = reference_alone(self.ref_link, self.inputs, self.timed.calls_per_batch, batches)
         self.references.alone.add(key, alone)

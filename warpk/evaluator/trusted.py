@@ -100,7 +100,10 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
             torch.cuda.empty_cache()
         if session is not None:
             session.watch.lap("close")
-            session.watch.write(candidate_pid=request.candidate_pid)
+            go = {"candidate": (session.go_watch.phases, session.go_watch.counts)}
+            if session.ref_link is not None:
+                go["reference"] = (session.ref_link.go_watch.phases, session.ref_link.go_watch.counts)
+            session.watch.write(candidate_pid=request.candidate_pid, go=go)
 
 
 def serve() -> int:
