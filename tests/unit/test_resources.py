@@ -96,6 +96,41 @@ def test_a_worker_cannot_widen_its_cores():
         group.close()
 
 
+@pytest.mark.skipif(
+    "cpuset" not in BASES or len(os.sched_getaffinity(0)) < 2, reason="no cpuset cgroup, or one core"
+)
+def test_set_cores_moves_a_running_worker_and_everything_it_started():
+    """The lane's next worker imports torch on other cores and is moved to the lane's before it
+    gets a candidate (warpk.evaluator.lane): the move must reach its threads too."""
+    first, last = min(os.sched_getaffinity(0)), max(os.sched_getaffinity(0))
+    group = ResourceGroup(0, (first,))
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, sys, threading, time
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        print(sorted(os.sched_getaffinity(0)), flush=True)
+        sys.stdin.readline()
+        print(sorted(os.sched_getaffinity(0)), flush=True)
+        print(sorted({c for t in os.listdir("/proc/self/task") for c in os.sched_getaffinity(int(t))}))
+    """)], preexec_fn=group.join, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == f"[{first}]"
+        assert group.set_cores((last,))
+        out, _ = proc.communicate("go\n", timeout=30)
+        assert out.split("\n")[:2] == [f"[{last}]", f"[{last}]"]
+    finally:
+        proc.kill()
+        proc.wait()
+        group.close()
+
+
+def test_set_cores_says_false_without_a_cpuset():
+    group = ResourceGroup(0)  # no cores asked: no cpuset group
+    try:
+        assert not group.set_cores((0,))
+    finally:
+        group.close()
+
+
 @needs_cgroups
 def test_kill_reaches_what_left_the_process_group():
     """A process in a new session escapes killpg; it does not leave its cgroup."""

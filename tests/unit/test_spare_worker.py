@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import REPO
 from warpk.config import EvaluateConfig, HardwareConfig
-from warpk.evaluator import EvalItem, Evaluator
+from warpk.evaluator import EvalItem, Evaluator, resources
 from warpk.evaluator.freeze import process_tree
 from warpk.tasks import load_task_file
 
@@ -47,21 +47,31 @@ def test_the_worker_started_ahead_is_thawed_after_each_candidate_and_serves_the_
     task = load_task_file(SOFTMAX)
     sources = [f"import torch\nimport torch.nn as nn\n# variant {k}\nclass ModelNew(nn.Module):\n"
                "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n" for k in range(3)]
+    # the fourth tells its cores (it runs in the worker that was the spare during the third)
+    sources.append("import os\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                   "        raise RuntimeError(f'cores {sorted(os.sched_getaffinity(0))}')\n")
     seen: list[bool] = []
+    spare_cores: list[set[int]] = []
 
     def arrived(_, record) -> None:  # the lane is between candidates: its spare must be running
         lane = [x for x in map(json.loads, profile.read_text().splitlines()) if x["side"] == "lane"][-1]
         seen.append(lane["spare_pid"] is not None and _running(lane["spare_pid"]))
+        spare_cores.append(os.sched_getaffinity(lane["spare_pid"]))
 
     records = Evaluator(protocol, hardware).evaluate_many(
         [EvalItem(task, s, f"copy{k}.py") for k, s in enumerate(sources)], arrived)
-    assert [r.status for r in records] == ["ok"] * 3, [r.error for r in records]
-    assert seen == [True] * 3
+    assert [r.status for r in records] == ["ok"] * 3 + ["runtime_error"], [r.error for r in records]
+    assert seen == [True] * 4
+    lane_cores = set(resources.lane_cores(0, protocol.num_threads))
+    if records[0].limits and "cpuset" in records[0].limits and len(os.sched_getaffinity(0)) > len(lane_cores):
+        # the spare imports off the lane's cores, the candidate it becomes runs on them
+        assert all(not (cores & lane_cores) for cores in spare_cores), (spare_cores, lane_cores)
+        assert f"cores {sorted(lane_cores)}" in records[3].error, records[3].error
     lanes = [x for x in map(json.loads, profile.read_text().splitlines()) if x["side"] == "lane"]
     assert [x["candidate_pid"] for x in lanes[1:]] == [x["spare_pid"] for x in lanes[:-1]]
     # the trusted worker's line splits both sides' timed round trips (benchmarks/screen_copy_bias.py)
     trusted = [x for x in map(json.loads, profile.read_text().splitlines()) if x["side"] == "trusted"]
-    for line in trusted:
+    for line in trusted[:3]:  # the three that were timed
         for side in ("candidate", "reference"):
             phases, counts = line["go"][side]
             assert counts["timing: calls"] > 0 and phases["timing: answer"] > 0, (side, line["go"])

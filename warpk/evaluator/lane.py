@@ -171,8 +171,10 @@ class Lane:
         self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else ())
         # Started ahead, importing torch while the current candidate loads and is checked; the
         # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
-        # stretched honest batches 10x).
+        # stretched honest batches 10x). It imports on the trusted worker's cores, not the
+        # candidate's, and moves to the lane's before it gets a candidate (it has run none yet).
         self.spare: UntrustedProcess | None = None
+        self.spare_limits = dataclasses.replace(limits, cores=others) if limits.cores and others else limits
 
     def close(self) -> None:
         self.trusted.close()
@@ -189,6 +191,9 @@ class Lane:
             self.spare = None
         if build_dir is None and self.spare is not None:
             worker, self.spare = self.spare, None
+            if self.spare_limits is not self.limits and not worker.group.set_cores(self.limits.cores):
+                worker.close()  # it cannot move to the lane's cores: a fresh one born there
+                worker = None
         if worker is None:
             if build_dir is not None:
                 build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
@@ -196,7 +201,7 @@ class Lane:
             worker = UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
         if build_dir is None and self.spare is None:
             env = self._untrusted_env(None)
-            self.spare = UntrustedProcess(self.sandbox, None, self.limits, env, None, self.gpu)
+            self.spare = UntrustedProcess(self.sandbox, None, self.spare_limits, env, None, self.gpu)
         return worker
 
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:

@@ -234,6 +234,12 @@ class ResourceGroup:
             if not _write(cpuset / "cpuset.cpus", ",".join(map(str, cores))):
                 self.dirs.pop("cpuset")
 
+    def set_cores(self, cores: tuple[int, ...]) -> bool:
+        """Move the group (and every task in it) to `cores`; False where it has no cpuset or the
+        kernel refuses them."""
+        cpuset = self.dirs.get("cpuset")
+        return cpuset is not None and bool(cores) and _write(cpuset / "cpuset.cpus", ",".join(map(str, cores)))
+
     def join(self) -> None:
         """Runs in the worker's first process before exec: into every group."""
         pid = str(os.getpid())
