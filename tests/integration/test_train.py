@@ -352,8 +352,13 @@ def test_each_generator_asks_trl_for_its_engine_and_hf_for_nothing():
     assert grpo.generator_args(config("model=m1")) == {}
     static = grpo.generator_args(config("model=m1", "policy.generator=hf-static"))
     assert static == {"cache_implementation": "static", "pad_to_multiple_of": grpo.STATIC_PROMPT_BUCKET}
-    paged = grpo.generator_args(config("model=m1", "policy.generator=hf-paged"))
-    assert paged == {"use_transformers_continuous_batching": True}
+    paged = grpo.generator_args(config("model=m1", "policy.generator=hf-paged", "hardware=h200"))
+    assert paged == {"use_transformers_continuous_batching": True}  # sized by transformers from free memory
+    # on the CPU, sized for one generation batch (not half the host's RAM): 8 completions of at most
+    # 4096 prompt + 64 new tokens, in pages of 256 tokens
+    paged = grpo.generator_args(config("model=m1", "policy.generator=hf-paged", "hardware=cpu"))
+    assert paged["transformers_continuous_batching_config"] == {
+        "page_size": 256, "num_blocks": 8 * 17, "max_batch_tokens": 8192}
 
 
 def test_the_advantage_scaling_reaches_trl(tmp_path):
