@@ -1,8 +1,9 @@
 """Dispatch: compile CUDA candidates on CPU cores while every lane measures, one at a time.
 
-CUDA candidates are built first by a pool of sandboxed compile workers (GPU hidden) into the
-build cache, one folder per source hash; a definite build failure is the candidate's record
-without ever occupying a GPU. Each lane (warpk.evaluator.lane) takes the next item whose build
+CUDA candidates (any torch.utils.cpp_extension build, host-only C++ included, on a GPU or the
+CPU) are built first by a pool of sandboxed compile workers (GPU hidden) on the cores no lane
+times on, into the build cache, one folder per source hash; a definite build failure is the
+candidate's record without ever occupying a lane. Each lane (warpk.evaluator.lane) takes the next item whose build
 is done, in order, and measures it. A worker that crashes costs that one record.
 
 A harness failure (HarnessFailure from a lane, or any exception escaping a lane or a build: our
@@ -114,7 +115,6 @@ class Dispatcher:
         queue: deque = deque(pending)
         lock = threading.Lock()
         failures: list[HarnessFailure] = []
-        cuda_builds = self.ev.hardware.device == "cuda"
         warm = self.ev.warm
         with (
             warm.lease(len(self.ev.lanes)) as kept_threads,  # None: another call holds the kept lanes
@@ -126,7 +126,7 @@ class Dispatcher:
             builds: dict[int, Future] = {
                 p.index: compile_pool.submit(self.compile, p)
                 for p in pending
-                if cuda_builds and p.backend == "cuda"
+                if p.backend == "cuda"
             }
 
             def stop(p, err: BaseException) -> None:
