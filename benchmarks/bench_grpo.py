@@ -210,9 +210,32 @@ class _GenerateTimer:
         completion_ids, logprobs = self.inner(*args, **kwargs)
         self._sync()
         tokens = sum(len(ids) for ids in completion_ids)
-        seconds = time.perf_counter() - start
-        self.calls.append({"s": seconds, "tokens": tokens, "sequences": len(completion_ids)})
+        end = time.perf_counter()
+        self.calls.append({"s": end - start, "tokens": tokens, "sequences": len(completion_ids),
+                           "start": start, "end": end})
         return completion_ids, logprobs
+
+
+class _RewardTimer:
+    """Wraps the evaluator source's `records_for` (the reward step's one evaluator call): when each
+    call starts and ends on the same clock as the generate calls, so the report can say whether
+    trl ever generates while the evaluator works (issue: evaluator throughput, item 3)."""
+
+    def __init__(self, source) -> None:
+        self.inner, self.calls = source.records_for, []
+        source.records_for = self
+
+    def __call__(self, completions, task_ids):
+        start = time.perf_counter()
+        try:
+            return self.inner(completions, task_ids)
+        finally:
+            self.calls.append({"start": start, "end": time.perf_counter(), "completions": len(completions)})
+
+
+def overlaps(generate: list[dict], reward: list[dict]) -> int:
+    """Reward calls that overlap any generate call in time."""
+    return sum(1 for r in reward if any(g["start"] < r["end"] and r["start"] < g["end"] for g in generate))
 
     def _profiled(self, *args, **kwargs):
         """This call under torch.profiler (CPU and CUDA): where a decode step's time goes. Its
@@ -310,6 +333,7 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
     name = f"{size}_{generator}{'_lean' if lean else ''}_x{prompts}"
     profile_to = profile_dir / f"profile_{name}.txt" if profile_dir else None
     generate = _GenerateTimer(trainer, device, profile_to, profile_call=steps + 1)
+    reward = _RewardTimer(source)
     trainer.train()
     if profile_dir is not None:
         timer.times = timer.times[:steps]  # the profiled step is not timed
@@ -336,6 +360,11 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
         "step_s": timer.times,
         "step_mean_s": sum(timed) / len(timed),
         "generate_calls": generate.calls,
+        # trl 1.16 scores a batch after generating it (and after the old/reference log-probs), and
+        # trains on it before generating the next: no reward call overlaps a generate call
+        "reward_calls": reward.calls,
+        "reward_calls_overlapping_generation": overlaps(generate.calls, reward.calls),
+        "reward_s": sum(c["end"] - c["start"] for c in reward.calls),
         "gen_tokens_per_s": gen_tokens / gen_s if gen_s else None,
         "first_generate_s": generate.calls[0]["s"] if generate.calls else None,
         # the last step's generation alone: hf-static's steady state once its shapes are compiled
@@ -351,7 +380,7 @@ def bench_variant(size: str, device: str, steps: int, work: Path, policy: Policy
             getattr(trainer.args, "activation_checkpointing", None) or trainer.args.gradient_checkpointing
         ),
     }
-    del trainer, source, generate
+    del trainer, source, generate, reward
     gc.collect()
     if device == "cuda":
         torch.cuda.empty_cache()

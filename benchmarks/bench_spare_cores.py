@@ -79,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         ratio_median=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios),
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "spare_cores.json").write_text(json.dumps(dict(summary=summary, calls=calls), indent=1) + "\n")
+    report = json.dumps(dict(summary=summary, calls=calls), indent=1)
+    (args.out / "spare_cores.json").write_text(report + "\n")
     print(f"spare on the lane's cores {summary['lane_median_s']:.1f} s, on the others "
-          f"{summary['others_median_s']:.1f} s per call of {len(batch)} (median of {args.rounds} rounds); "
-          f"lane / others {summary['ratio_median']:.2f} ({summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})")
+          f"{summary['others_median_s']:.1f} s per call of {len(batch)} "
+          f"(median of {args.rounds} rounds); "
+          f"lane / others {summary['ratio_median']:.2f} "
+          f"({summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})")
     return 0
 
 

@@ -50,7 +50,8 @@ STEPS = ("answer", "freeze", "read back")
 def _worker_without_spare(self, build_dir):
     if build_dir is not None:
         build_dir.mkdir(parents=True, exist_ok=True)
-    return UntrustedProcess(self.sandbox, None, self.limits, self._untrusted_env(build_dir), build_dir, self.gpu)
+    env = self._untrusted_env(build_dir)
+    return UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
 
 
 def apply(variant: str) -> None:
@@ -95,8 +96,9 @@ def main() -> int:
         apply(variant)  # refuses an unknown one before anything runs
     apply("default")
     hw = hardware(args.hardware)
-    tasks = load_suite(TasksConfig(source="bundled", subset=args.subset) if args.bundled else
-                       TasksConfig(source="kernelbench", root=args.root, level=args.level, subset=args.subset))
+    suite = (TasksConfig(source="bundled", subset=args.subset) if args.bundled else
+             TasksConfig(source="kernelbench", root=args.root, level=args.level, subset=args.subset))
+    tasks = load_suite(suite)
     items = [EvalItem(t, as_candidate(t.path.read_text()), "reference_as_candidate") for t in tasks]
     extra = {"timing_batches": args.timing_batches} if args.timing_batches else {}
     rows = []
@@ -106,7 +108,8 @@ def main() -> int:
         profile.unlink(missing_ok=True)
         os.environ["WARPK_PROFILE"] = str(profile)
         start = time.perf_counter()
-        with Evaluator(EvaluateConfig(energy="none", result_cache=False, **extra), hw, shape="auto") as ev:
+        protocol = EvaluateConfig(energy="none", result_cache=False, **extra)
+        with Evaluator(protocol, hw, shape="auto") as ev:
             records = ev.evaluate_many(items)
         wall_s = time.perf_counter() - start
         lines = [json.loads(x) for x in profile.read_text().splitlines()] if profile.exists() else []
@@ -118,7 +121,8 @@ def main() -> int:
             row = {"variant": variant, "task_id": record.task_id, "status": record.status,
                    "speedup": record.speedup, "speedup_low": record.speedup_low,
                    "speedup_high": record.speedup_high, "runtime_ms": record.runtime_ms,
-                   "ref_runtime_ms": record.ref_runtime_ms, "ref_alone_runtime_ms": record.ref_alone_runtime_ms,
+                   "ref_runtime_ms": record.ref_runtime_ms,
+                   "ref_alone_runtime_ms": record.ref_alone_runtime_ms,
                    "calls_per_batch": record.calls_per_batch, "steps_ms_per_call": steps}
             rows.append(row)
             show = "  ".join(f"{side[:3]} " + "/".join(f"{v:.2f}" for v in s.get("timing", {}).values())

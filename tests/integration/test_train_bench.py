@@ -33,6 +33,10 @@ def test_bench_grpo_tiny_runs_the_real_loading_and_training_path(tmp_path):
         assert r["gen_tokens_per_s"] == pytest.approx(call["tokens"] / call["s"])
         assert r["completions_no_code"] == 8 and r["peak_gpu_mem_gib"] is None
         assert r["decode_compile_allowed"] == (r["generator"] == "hf-static")
+        # one evaluator call per step, each after that step's generation ended and before the next began
+        assert len(r["reward_calls"]) == r["steps"] and r["reward_calls_overlapping_generation"] == 0
+        pairs = zip(r["generate_calls"], r["reward_calls"], strict=True)
+        assert all(g["end"] <= w["start"] for g, w in pairs)
     table = (out / "bench_grpo.md").read_text()
     assert "| tiny (0 M) | hf-paged | 1 | 16 |" in table
     assert not list(tmp_path.glob("bench-grpo-*"))  # the scratch weights are removed

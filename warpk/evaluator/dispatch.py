@@ -1,10 +1,11 @@
 """Dispatch: compile CUDA candidates on CPU cores while every lane measures, one at a time.
 
-CUDA candidates (any torch.utils.cpp_extension build, host-only C++ included, on a GPU or the
-CPU) are built first by a pool of sandboxed compile workers (GPU hidden) on the cores no lane
-times on, into the build cache, one folder per source hash; a definite build failure is the
-candidate's record without ever occupying a lane. Each lane (warpk.evaluator.lane) takes the next item whose build
-is done, in order, and measures it. A worker that crashes costs that one record.
+CUDA candidates (any torch.utils.cpp_extension build, host-only C++ included, on a GPU or
+the CPU) are built first by a pool of sandboxed compile workers (GPU hidden) on the cores no
+lane times on, into the build cache, one folder per source hash; a definite build failure is
+the candidate's record without ever occupying a lane. Each lane (warpk.evaluator.lane) takes
+the next item whose build is done, in order, and measures it. A worker that crashes costs that
+one record.
 
 A harness failure (HarnessFailure from a lane, or any exception escaping a lane or a build: our
 bug, not the candidate's) stops the dispatch: no lane takes another item, builds not started yet

@@ -238,7 +238,9 @@ class ResourceGroup:
         """Move the group (and every task in it) to `cores`; False where it has no cpuset or the
         kernel refuses them."""
         cpuset = self.dirs.get("cpuset")
-        return cpuset is not None and bool(cores) and _write(cpuset / "cpuset.cpus", ",".join(map(str, cores)))
+        if cpuset is None or not cores:
+            return False
+        return _write(cpuset / "cpuset.cpus", ",".join(map(str, cores)))
 
     def join(self) -> None:
         """Runs in the worker's first process before exec: into every group."""
