@@ -57,7 +57,11 @@ the reference is timed through the same harness in a worker of its own, in this 
   outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the CPU the
   trusted side reads the outputs out of its memory instead: corpus 51); in `process` mode an
   orphan it reparents outside its process tree escapes the SIGSTOP freeze (not the cgroup
-  one); `process` mode has none of the namespace protections above (a
+  one); a candidate that builds an extension runs its import in the compile pool (on a GPU and,
+  since 2026-12-05, on the CPU too) on the cores no lane times on, where the trusted workers
+  also run, while lanes time other candidates: it can load those cores, which adds noise, not
+  bias, to another candidate's speedup (both sides of each batch run under it, in random
+  order), for at most the compile time limit; `process` mode has none of the namespace protections above (a
   candidate there can write wherever the user can and reach the network, the sampler daemon on
   loopback included: it cannot change a reading there, but it can slow the daemon; it can also
   kill the trusted worker, which stops the run as a harness failure). Run untrusted code on
