@@ -14,6 +14,8 @@ worker and the sandboxes are the real ones):
   no-cpuset  no cpuset for the candidate and the reference worker (any core)
   cores-4    4 cores for the lane
   no-spare   no worker started ahead for the next candidate
+  no-memory-max  no memory.max for the candidate's and the reference worker's cgroups (and no
+             RSS watch): memory_limit_gb 0 in their Limits
 
     python benchmarks/screen_copy_bias.py --root KB/KernelBench --level 2 \
         --subset 63_Gemm_ReLU_Divide 62_Matmul_GroupNorm_LeakyReLU_Sum --variants default no-cpuset \
@@ -54,21 +56,29 @@ def _worker_without_spare(self, build_dir):
     return UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
 
 
+def _limits_without_memory(memory_limit_gb, *args, **kwargs):
+    return ORIGINAL_LIMITS(0.0, *args, **kwargs)
+
+
 def apply(variant: str) -> None:
     """Patch this process for `variant` (undone by the next call)."""
     dispatch.lane_cores = resources.lane_cores
     lane.Lane._worker = ORIGINAL_WORKER
+    dispatch.Limits = ORIGINAL_LIMITS
     if variant == "no-cpuset":
         dispatch.lane_cores = lambda index, threads: ()
     elif variant == "cores-4":
         dispatch.lane_cores = lambda index, threads: resources.lane_cores(index, 4)
     elif variant == "no-spare":
         lane.Lane._worker = _worker_without_spare
+    elif variant == "no-memory-max":
+        dispatch.Limits = _limits_without_memory
     elif variant != "default":
-        raise SystemExit(f"unknown variant {variant!r}: default, no-cpuset, cores-4, no-spare")
+        raise SystemExit(f"unknown variant {variant!r}: default, no-cpuset, cores-4, no-spare, no-memory-max")
 
 
 ORIGINAL_WORKER = lane.Lane._worker
+ORIGINAL_LIMITS = dispatch.Limits
 
 
 def per_call_ms(go: dict, phase: str) -> dict:
