@@ -76,3 +76,20 @@ def test_the_worker_started_ahead_is_thawed_after_each_candidate_and_serves_the_
             phases, counts = line["go"][side]
             assert counts["timing: calls"] > 0 and phases["timing: answer"] > 0, (side, line["go"])
             assert {"timing: freeze", "timing: read back"} <= set(phases)
+
+
+def test_the_trusted_worker_and_the_next_worker_run_on_cores_no_lane_times_on():
+    """With several lanes, "every core but this lane's" holds the other lanes' timed cores: the
+    lane is given the cores no lane uses (the dispatcher's compile cores) and runs its trusted
+    worker and its next worker there; with none free, every core but its own."""
+    from warpk.evaluator.lane import Lane
+    from warpk.evaluator.sandbox import Limits
+
+    limits = Limits(1.0, 1, False, cores=(7,))
+    lane = Lane(None, "process", limits, {}, free_cores=(0, 1, 2))
+    assert lane.trusted.cores == (0, 1, 2) and lane.spare_limits.cores == (0, 1, 2)
+    assert lane.limits.cores == (7,)  # the candidate's and the reference worker's
+    alone = Lane(None, "process", limits, {})
+    assert alone.trusted.cores == tuple(sorted(set(os.sched_getaffinity(0)) - {7}))
+    no_cpuset = Lane(None, "process", Limits(1.0, 1, False), {}, free_cores=(0,))
+    assert no_cpuset.trusted.cores == () and no_cpuset.spare_limits is no_cpuset.limits

@@ -149,7 +149,7 @@ class Dispatcher:
                     lane = warm.take(index) if kept_threads else None  # warm from an earlier call
                     if lane is None:
                         limits = dataclasses.replace(self.limits, cores=self.lane_cores[index])
-                        lane = Lane(gpu or None, self.ev.sandbox, limits, self.env)
+                        lane = Lane(gpu or None, self.ev.sandbox, limits, self.env, self.compile_cores)
                     while True:
                         with lock:
                             if not queue:

@@ -164,10 +164,13 @@ class TrustedProcess:
 
 
 class Lane:
-    def __init__(self, gpu: str | None, sandbox: str, limits: Limits, env: dict[str, str]):
+    def __init__(self, gpu: str | None, sandbox: str, limits: Limits, env: dict[str, str],
+                 free_cores: tuple[int, ...] = ()):
+        """`free_cores`: the cores no lane times on (the dispatcher's), where this lane's trusted
+        worker and next worker run; where there are none, every core but this lane's."""
         self.gpu, self.sandbox, self.limits = gpu, sandbox, limits
         self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
-        others = tuple(sorted(set(os.sched_getaffinity(0)) - set(limits.cores)))
+        others = free_cores or tuple(sorted(set(os.sched_getaffinity(0)) - set(limits.cores)))
         self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else ())
         # Started ahead, importing torch while the current candidate loads and is checked; the
         # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
