@@ -123,12 +123,17 @@ def test_set_cores_moves_a_running_worker_and_everything_it_started():
         group.close()
 
 
-def test_set_cores_says_false_without_a_cpuset():
+def test_set_cores_says_false_only_where_a_cpuset_was_wanted_and_is_missing(monkeypatch):
+    """The lane throws the next worker away only where it cannot be pinned like the candidate:
+    on a host with no cpuset controller there is nothing to move (it was thrown away every time)."""
     group = ResourceGroup(0)  # no cores asked: no cpuset group
     try:
-        assert not group.set_cores((0,))
+        assert group.set_cores((0,)) == (not group.cpusets)
     finally:
         group.close()
+    monkeypatch.setattr(resources, "placement", lambda: ("none", {}))
+    unpinned = ResourceGroup(0, (0,))
+    assert not unpinned.dirs and unpinned.set_cores((0,))
 
 
 @needs_cgroups

@@ -7,6 +7,13 @@ the candidate's record without ever occupying a lane. Each lane (warpk.evaluator
 the next item whose build is done, in order, and measures it. A worker that crashes costs that
 one record.
 
+One build folder is a channel between every sandbox that mounts it read-write: a compile
+worker importing one item while a lane timed another item of the same source (same folder) did
+half of each timed call for it through a shared file, 1.25x for a copy (red team round 6). So
+no two sandboxes of one folder ever live at once: building and measuring an item hold an
+exclusive lock on the folder (`folder_alone`, a flock on a file beside it that no sandbox
+mounts, so other processes sharing the cache wait too).
+
 A harness failure (HarnessFailure from a lane, or any exception escaping a lane or a build: our
 bug, not the candidate's) stops the dispatch: no lane takes another item, builds not started yet
 are cancelled, and once the items in flight are done the first failure is raised, naming its
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import threading
 from collections import deque
@@ -35,6 +43,24 @@ from warpk.evaluator.link import candidate_text
 from warpk.evaluator.resources import describe, lane_cores
 from warpk.evaluator.sandbox import Limits
 from warpk.records import EvalRecord
+
+
+@contextlib.contextmanager
+def folder_alone(build_dir: Path | None):
+    """While held, no other sandbox of `build_dir` is alive (see the module doc): an exclusive
+    flock on `<build_dir>.lock` beside it (a path no sandbox mounts), taken by each build and
+    each measurement of a candidate with a build folder, in this process or another."""
+    if build_dir is None:
+        yield
+        return
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(build_dir.parent / f"{build_dir.name}.lock",
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 class Dispatcher:
@@ -92,8 +118,9 @@ class Dispatcher:
     def compile(self, p) -> EvalRecord | None:
         """A record only for a definite build failure; None = built, or let the lane decide."""
         limits = dataclasses.replace(self.limits, cores=self.compile_cores)  # off the lanes' cores
-        reply, _ = compile_candidate(p.item.candidate_source, self.build_dir(p), limits, self.env,
-                                     self.ev.sandbox, self.settings.compile_timeout_s, "cuda")
+        with folder_alone(self.build_dir(p)):
+            reply, _ = compile_candidate(p.item.candidate_source, self.build_dir(p), limits, self.env,
+                                         self.ev.sandbox, self.settings.compile_timeout_s, "cuda")
         if reply is not None and reply.status == "compile_error" and "Error building extension" in (
             reply.error or ""
         ):
@@ -106,7 +133,8 @@ class Dispatcher:
         return s.compile_timeout_s * 2 + s.run_timeout_s * (s.correctness_trials + s.timing_batches + 10) * 4
 
     def measure(self, lane: Lane, p) -> EvalRecord:
-        outcome = lane.measure(self.request(p), self.build_dir(p), self.backstop_s())
+        with folder_alone(self.build_dir(p)):
+            outcome = lane.measure(self.request(p), self.build_dir(p), self.backstop_s())
         base = {**p.base, "wall_s": outcome.wall_s, "sandbox": outcome.sandbox, "limits": describe()}
         ev = self.ev
         return record_from(outcome.measurement, base, ev.hardware, ev.energy, self.settings.num_threads)

@@ -198,6 +198,7 @@ class ResourceGroup:
     def __init__(self, memory_bytes: int, cores: tuple[int, ...] = ()):
         """`memory_bytes`: memory.max (0: none); `cores`: its cpuset (empty: none)."""
         self.method, bases = placement()
+        self.cpusets = "cpuset" in bases  # whether this host pins sandboxes to cores at all
         self.memory_bytes = memory_bytes
         self.dirs: dict[str, Path] = {}
         name = f"{GROUP_PREFIX}{secrets.token_hex(6)}"
@@ -235,8 +236,11 @@ class ResourceGroup:
                 self.dirs.pop("cpuset")
 
     def set_cores(self, cores: tuple[int, ...]) -> bool:
-        """Move the group (and every task in it) to `cores`; False where it has no cpuset or the
-        kernel refuses them."""
+        """Move the group (and every task in it) to `cores`: True once done, or where this host
+        pins no sandbox to cores (nothing to move); False where its cpuset could not be made or
+        the kernel refuses the cores."""
+        if not self.cpusets:
+            return True
         cpuset = self.dirs.get("cpuset")
         if cpuset is None or not cores:
             return False

@@ -19,8 +19,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   empty tmpfs of at most SCRATCH_LIMIT_BYTES in the sandbox's own mount namespace, and holds
   its working dir (also $HOME and $TMPDIR): nothing it writes there reaches the host, and it
   goes with the sandbox; for a CUDA candidate its own build dir (a host folder: the cache per
-  source hash, shared by the compile pool and the lane) is the only other writable place, and
-  the parent only makes that folder, never reads in it; own PID namespace (it cannot see or
+  source hash, shared by the compile pool and the lane, never by two live sandboxes at once:
+  warpk.evaluator.dispatch.folder_alone, red team round 6) is the only other writable place,
+  and the parent only makes that folder, never reads in it; own PID namespace (it cannot see or
   signal other processes, and everything it spawns dies with it: `--die-with-parent`, then the
   namespace goes); new session (no terminal injection); all capabilities dropped,
   no_new_privs; no user namespaces of its own (bwrap 0.8+ `--disable-userns`: without it a
