@@ -51,7 +51,8 @@ the reference is timed through the same harness in a worker of its own, in this 
   does not bind root) and its cores (a candidate with more threads than the reference worker's
   got 1.1-1.3x on 2 cores; red team round 2); the disk
   space its build dir takes, and in `process` mode its working dir (a quota is the host's job);
-  kernel or driver exploits (no seccomp filter: every syscall is reachable, and the
+  kernel or driver exploits (the seccomp filter blocks only the kernel keyring's calls, on
+  x86_64 and aarch64: red team round 7; every other syscall is reachable, and the
   NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
   it can write into its error text (records keep it); GPU side channels and a kernel left
   spinning on the device after the sandbox died; on a GPU lane its harness still packs its
@@ -62,7 +63,10 @@ the reference is timed through the same harness in a worker of its own, in this 
   since 2026-12-05, on the CPU too) on the cores no lane times on, where the trusted workers
   also run, while lanes time other candidates: it can load those cores, which adds noise, not
   bias, to another candidate's speedup (both sides of each batch run under it, in random
-  order), for at most the compile time limit; `process` mode has none of the namespace protections above (a
+  order), for at most the compile time limit; sandboxes alive at once (that worker and a timed
+  one, two lanes) can still signal each other at a few bits per call through byte-range locks
+  on the read-only system files they share (red team round 7: too slow to carry a call's work,
+  not turned into a speedup); `process` mode has none of the namespace protections above (a
   candidate there can write wherever the user can and reach the network, the sampler daemon on
   loopback included: it cannot change a reading there, but it can slow the daemon; it can also
   kill the trusted worker, which stops the run as a harness failure). Run untrusted code on
@@ -83,6 +87,7 @@ import resource
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -153,16 +158,20 @@ def worker_start_failure(mode: str) -> str | None:
     wrote. Its output is read from a pipe: it runs no candidate code."""
     host_home = None if mode == "bwrap" else Path(tempfile.mkdtemp(prefix="warpk-preflight-"))
     home = host_home or SANDBOX_HOME
-    sandbox = bwrap_command(None, None) if mode == "bwrap" else []
+    filter_fd = seccomp_fd() if mode == "bwrap" else None
+    sandbox = bwrap_command(None, None, filter_fd) if mode == "bwrap" else []
     try:
         done = subprocess.run(
             [*sandbox, sys.executable, "-c", PREFLIGHT_CODE], cwd=host_home or "/",
             env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
             timeout=PREFLIGHT_TIMEOUT_S, start_new_session=True,
+            pass_fds=() if filter_fd is None else (filter_fd,),
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         return " ".join(str(err).split())[-300:]
     finally:
+        if filter_fd is not None:
+            os.close(filter_fd)
         if host_home is not None:
             remove_tree(host_home)
     if done.returncode == 0:
@@ -247,9 +256,50 @@ def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
         cmd += [mode, path, path]
 
 
-def bwrap_command(build_dir: Path | None, gpu: str | None) -> list[str]:
+# The kernel keyring is no namespace: sandboxes alive at once (a compile worker and a timed lane
+# worker of different sources; two lanes) could read and write each other's keys and pass a
+# timed call's work through them, 1.60x for a copy (red team round 7). A seccomp filter makes
+# its three calls fail with EPERM, as Docker's default profile does; calls of another ABI
+# (i386 through int 0x80, x32) fail too. Per machine: (AUDIT_ARCH, add_key, request_key, keyctl).
+KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """The classic-BPF filter `bwrap --seccomp` loads, or None on a machine not in KEYRING_CALLS
+    (said in the threat model: the keyring stays open there)."""
+    found = KEYRING_CALLS.get(machine or os.uname().machine)
+    if found is None:
+        return None
+    arch, calls = found
+    deny = 5 + len(calls)  # the index of the EPERM return (the last instruction)
+    program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
+               (_BPF_JEQ, 0, deny - 2, arch),
+               (_BPF_LD_ABS, 0, 0, 0),  # seccomp_data.nr
+               (_BPF_JGE, deny - 4, 0, _OTHER_ABI)]
+    program += [(_BPF_JEQ, deny - (5 + i), 0, nr) for i, nr in enumerate(calls)]
+    program += [(_BPF_RET, 0, 0, _RET_ALLOW), (_BPF_RET, 0, 0, _RET_EPERM)]
+    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
+
+
+def seccomp_fd() -> int | None:
+    """A fresh fd holding the filter, read from its start by one bwrap (the caller passes it
+    and closes it after the spawn), or None where there is no filter for this machine."""
+    program = seccomp_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("warpk-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None = None) -> list[str]:
     """The bubblewrap command line that runs a worker (see the module doc): it starts in
-    SANDBOX_HOME, on the sandbox's own capped tmpfs."""
+    SANDBOX_HOME, on the sandbox's own capped tmpfs; `filter_fd` (seccomp_fd) goes to the
+    child in pass_fds."""
     cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--tmpfs", "/tmp"]  # first: the project,
     cmd += ["--dir", str(SANDBOX_HOME)]  # the venv or caches may live under /tmp (mounted next)
     mounted = [*SYSTEM_DIRS, *ETC_FILES]
@@ -275,6 +325,8 @@ def bwrap_command(build_dir: Path | None, gpu: str | None) -> list[str]:
     cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if _bwrap_disables_userns():  # no namespaces of its own: they count against host root's limits
         cmd += ["--unshare-user", "--disable-userns"]
+    if filter_fd is not None:
+        cmd += ["--seccomp", str(filter_fd)]
     return [*cmd, "--"]
 
 
@@ -340,7 +392,8 @@ class UntrustedProcess:
         home = self.host_home or SANDBOX_HOME
         self.sock, child = socket.socketpair()
         python = [sys.executable, "-m", "warpk.evaluator.untrusted"]
-        cmd = (bwrap_command(build_dir, gpu) if mode == "bwrap" else []) + python
+        filter_fd = seccomp_fd() if mode == "bwrap" else None
+        cmd = (bwrap_command(build_dir, gpu, filter_fd) if mode == "bwrap" else []) + python
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
         rss_limit = int(limits.memory_limit_gb * 1024**3)
@@ -348,7 +401,8 @@ class UntrustedProcess:
         try:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
-                stdout=self.output.write_fd, stderr=self.output.write_fd, pass_fds=(child.fileno(),),
+                stdout=self.output.write_fd, stderr=self.output.write_fd,
+                pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(_apply_limits, limits, self.group),
             )
         except BaseException:
@@ -360,6 +414,8 @@ class UntrustedProcess:
             raise
         finally:
             child.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: a copy in the parent's own file
         self.output.started(Path(logs, f"untrusted-{self.proc.pid}.txt") if logs else None)
 
