@@ -1,4 +1,4 @@
-"""The sandbox's seccomp filter (warpk.evaluator.sandbox.seccomp_program): the kernel keyring is
+"""The sandbox's seccomp filter (warpk.evaluator.seccomp): the kernel keyring is
 no namespace, so two sandboxes alive at once passed a timed call's work through keys (red team
 round 7, 1.60x for a copy); inside the sandbox its calls fail with EPERM."""
 
@@ -11,16 +11,8 @@ from pathlib import Path
 import pytest
 
 from warpk.evaluator.freeze import process_tree
-from warpk.evaluator.sandbox import (
-    KEYRING_CALLS,
-    SANDBOX_HOME,
-    Limits,
-    UntrustedProcess,
-    bwrap_command,
-    seccomp_fd,
-    seccomp_program,
-    worker_env,
-)
+from warpk.evaluator.sandbox import SANDBOX_HOME, Limits, UntrustedProcess, bwrap_command, worker_env
+from warpk.evaluator.seccomp import KEYRING_CALLS, seccomp_fd, seccomp_program
 
 needs_bwrap = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v bwrap"], capture_output=True).returncode != 0,

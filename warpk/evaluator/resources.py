@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import secrets
 import signal
 import sys
@@ -39,10 +40,13 @@ from pathlib import Path
 CONTROLLERS = ("memory", "pids", "cpuset")
 MEMORY_HEADROOM_BYTES = 1 << 30
 # Tasks (threads and processes: torch starts dozens, a CUDA build with ninja and nvcc hundreds)
-# and open files per process (sandbox.py sets RLIMIT_NOFILE): together they bound the host's file
+# and open files per process (RLIMIT_NOFILE, `enter_limits`): together they bound the host's file
 # table a sandbox can take (~1M entries; fs.file-max is ~2.5M on a 24 GiB machine).
 PIDS_LIMIT = 1024
 FILES_PER_PROCESS = 1024
+# Per file. Outputs travel in memfds that RLIMIT_FSIZE also limits, and KernelBench outputs reach
+# several GB (L1 34-39), so this only stops a runaway single file.
+FILE_SIZE_LIMIT_BYTES = 1 << 40
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
 REMOVE_WAIT_S = 0.5
 STALE_AFTER_S = 60.0
@@ -298,3 +302,15 @@ class ResourceGroup:
                         break  # a later `placement` removes it once empty
                     time.sleep(0.01)
         self.dirs = {}
+
+
+def enter_limits(group: ResourceGroup, address_space_bytes: int = 0) -> None:
+    """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
+    cgroups, so all it spawns is born inside, then its rlimits (`address_space_bytes` 0: none)."""
+    group.join()
+    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
+    if address_space_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))

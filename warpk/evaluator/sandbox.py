@@ -47,30 +47,23 @@ the reference is timed through the same harness in a worker of its own, in this 
   the reference is timed again after the sandbox is killed, so what freezing does not stop
   (kernels queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds
-  it keeps (in no process's RSS; its /tmp is capped), the number of its processes (RLIMIT_NPROC
-  does not bind root) and its cores (a candidate with more threads than the reference worker's
-  got 1.1-1.3x on 2 cores; red team round 2); the disk
-  space its build dir takes, and in `process` mode its working dir (a quota is the host's job);
-  kernel or driver exploits (the seccomp filter blocks only the kernel keyring's calls, on
-  x86_64 and aarch64: red team round 7; every other syscall is reachable, and the
-  NVIDIA driver's ioctl surface with it); what the mounted system folders and /sys reveal, which
-  it can write into its error text (records keep it); GPU side channels and a kernel left
-  spinning on the device after the sandbox died; on a GPU lane its harness still packs its
-  outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the CPU the
-  trusted side reads the outputs out of its memory instead: corpus 51); in `process` mode an
-  orphan it reparents outside its process tree escapes the SIGSTOP freeze (not the cgroup
-  one); a candidate that builds an extension runs its import in the compile pool (on a GPU and,
-  since 2026-12-05, on the CPU too) on the cores no lane times on, where the trusted workers
-  also run, while lanes time other candidates: it can load those cores, which adds noise, not
-  bias, to another candidate's speedup (both sides of each batch run under it, in random
-  order), for at most the compile time limit; sandboxes alive at once (that worker and a timed
-  one, two lanes) can still signal each other at a few bits per call through byte-range locks
-  on the read-only system files they share (red team round 7: too slow to carry a call's work,
-  not turned into a speedup); `process` mode has none of the namespace protections above (a
-  candidate there can write wherever the user can and reach the network, the sampler daemon on
-  loopback included: it cannot change a reading there, but it can slow the daemon; it can also
-  kill the trusted worker, which stops the run as a harness failure). Run untrusted code on
-  a machine you can afford to lose, or at least under bwrap.
+  it keeps (in no RSS; /tmp is capped), its process count (RLIMIT_NPROC does not bind root) and
+  its cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team round 2);
+  the disk its build dir takes, and in `process` mode its working dir (the host's quota); kernel
+  or driver exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
+  warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable);
+  what the mounted system folders and /sys reveal, which it can write into its error text; GPU
+  side channels and a kernel left spinning after the sandbox died; on a GPU lane its harness
+  packs its outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the
+  CPU the trusted side reads them out of its memory: corpus 51); a build in the compile pool
+  loading the trusted workers' cores while others are timed (noise, not bias: both sides of a
+  batch run under it; at most the compile limit); byte-range locks on shared read-only files
+  signalling between live sandboxes (red team round 7; no speedup made of it); in `process`
+  mode an orphan reparented outside its tree escapes the SIGSTOP freeze (not the cgroup one),
+  and none of the namespace protections apply (it can write wherever the user can, reach the
+  network and the sampler daemon on loopback, which it can slow but not change, and kill the
+  trusted worker: a harness failure). Run untrusted code on a machine you can afford to lose,
+  or at least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process): the real worker entry (torch and
 warpk.evaluator.untrusted imported by this interpreter, by the path this process was started
@@ -83,11 +76,9 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -96,15 +87,13 @@ from pathlib import Path
 
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.resources import FILES_PER_PROCESS, MEMORY_HEADROOM_BYTES, ResourceGroup
+from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, ResourceGroup, enter_limits
+from warpk.evaluator.seccomp import seccomp_fd
 from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX")
-# Per file. Outputs travel in memfds that RLIMIT_FSIZE also limits, and KernelBench outputs reach
-# several GB (L1 34-39), so this only stops a runaway single file.
-FILE_SIZE_LIMIT_BYTES = 1 << 40
 # The sandbox's private /tmp, its working dir included: tmpfs pages are host memory that no
 # process's RSS shows, so the cap bounds them (a candidate needs a few files and compiler caches).
 SCRATCH_LIMIT_BYTES = 2 << 30
@@ -256,46 +245,6 @@ def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
         cmd += [mode, path, path]
 
 
-# The kernel keyring is no namespace: sandboxes alive at once (a compile worker and a timed lane
-# worker of different sources; two lanes) could read and write each other's keys and pass a
-# timed call's work through them, 1.60x for a copy (red team round 7). A seccomp filter makes
-# its three calls fail with EPERM, as Docker's default profile does; calls of another ABI
-# (i386 through int 0x80, x32) fail too. Per machine: (AUDIT_ARCH, add_key, request_key, keyctl).
-KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
-_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
-_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
-_OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
-
-
-def seccomp_program(machine: str | None = None) -> bytes | None:
-    """The classic-BPF filter `bwrap --seccomp` loads, or None on a machine not in KEYRING_CALLS
-    (said in the threat model: the keyring stays open there)."""
-    found = KEYRING_CALLS.get(machine or os.uname().machine)
-    if found is None:
-        return None
-    arch, calls = found
-    deny = 5 + len(calls)  # the index of the EPERM return (the last instruction)
-    program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
-               (_BPF_JEQ, 0, deny - 2, arch),
-               (_BPF_LD_ABS, 0, 0, 0),  # seccomp_data.nr
-               (_BPF_JGE, deny - 4, 0, _OTHER_ABI)]
-    program += [(_BPF_JEQ, deny - (5 + i), 0, nr) for i, nr in enumerate(calls)]
-    program += [(_BPF_RET, 0, 0, _RET_ALLOW), (_BPF_RET, 0, 0, _RET_EPERM)]
-    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
-
-
-def seccomp_fd() -> int | None:
-    """A fresh fd holding the filter, read from its start by one bwrap (the caller passes it
-    and closes it after the spawn), or None where there is no filter for this machine."""
-    program = seccomp_program()
-    if program is None:
-        return None
-    fd = os.memfd_create("warpk-seccomp", os.MFD_CLOEXEC)
-    os.write(fd, program)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
 def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None = None) -> list[str]:
     """The bubblewrap command line that runs a worker (see the module doc): it starts in
     SANDBOX_HOME, on the sandbox's own capped tmpfs; `filter_fd` (seccomp_fd) goes to the
@@ -361,19 +310,6 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
     return env
 
 
-def _apply_limits(limits: Limits, group: ResourceGroup) -> None:
-    """Runs in the child before exec (inherited by bwrap's children): into its cgroups, so all it
-    spawns is born inside, then its rlimits."""
-    group.join()
-    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
-    if limits.address_space_limit:
-        space = int((limits.memory_limit_gb + 4) * 1024**3)  # + room for torch's own mappings
-        resource.setrlimit(resource.RLIMIT_AS, (space, space))
-
-
 class UntrustedProcess:
     """One sandboxed untrusted worker; `sock` is the trusted side's end of its socket.
 
@@ -403,7 +339,9 @@ class UntrustedProcess:
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
                 stdout=self.output.write_fd, stderr=self.output.write_fd,
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
-                start_new_session=True, preexec_fn=functools.partial(_apply_limits, limits, self.group),
+                start_new_session=True, preexec_fn=functools.partial(
+                    enter_limits, self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's own
+                    if limits.address_space_limit else 0),
             )
         except BaseException:
             self.group.close()

@@ -1,0 +1,50 @@
+"""The sandbox's seccomp filter (`bwrap --seccomp`): the kernel keyring's calls fail with EPERM.
+
+The kernel keyring is no namespace: sandboxes alive at once (a compile worker and a timed lane
+worker of different sources; two lanes) could read and write each other's keys and pass a timed
+call's work through them, 1.60x for a copy of the reference (red team round 7, 2026-12-05). The
+filter makes add_key, request_key and keyctl fail with EPERM, as Docker's default profile does,
+and every call of another ABI (i386 through int 0x80, x32) too. Every other call is allowed.
+
+Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+# Per machine: (AUDIT_ARCH, (add_key, request_key, keyctl)).
+KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """The classic-BPF filter `bwrap --seccomp` loads, or None on a machine not in KEYRING_CALLS
+    (said in the threat model: the keyring stays open there)."""
+    found = KEYRING_CALLS.get(machine or os.uname().machine)
+    if found is None:
+        return None
+    arch, calls = found
+    deny = 5 + len(calls)  # the index of the EPERM return (the last instruction)
+    program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
+               (_BPF_JEQ, 0, deny - 2, arch),
+               (_BPF_LD_ABS, 0, 0, 0),  # seccomp_data.nr
+               (_BPF_JGE, deny - 4, 0, _OTHER_ABI)]
+    program += [(_BPF_JEQ, deny - (5 + i), 0, nr) for i, nr in enumerate(calls)]
+    program += [(_BPF_RET, 0, 0, _RET_ALLOW), (_BPF_RET, 0, 0, _RET_EPERM)]
+    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
+
+
+def seccomp_fd() -> int | None:
+    """A fresh fd holding the filter, read from its start by one bwrap (the caller passes it
+    and closes it after the spawn), or None where there is no filter for this machine."""
+    program = seccomp_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("warpk-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
