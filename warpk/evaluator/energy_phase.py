@@ -1,9 +1,10 @@
-"""The trusted worker's energy phases (evaluate.energy=nvml|sampler, GPU only), a part of
-session.Session: the reference's energy per call (from this lane's store, or measured before the
-candidate is loaded), the candidate's on the NVML counter read here while its calls run over
-there (warpk.evaluator.energy), and the sampler daemon's lane telemetry over the candidate's own
-batches and windows. A meter failure is the record's energy_error (lane_error), never a
-modelled stand-in.
+"""The trusted worker's energy phases (evaluate.energy=nvml|sampler, GPU only), as functions of
+what they need that return frozen results: the reference's energy per call (`reference_energy`:
+from this lane's store, or measured before the candidate is loaded), the candidate's on the
+meter read here while its calls run over there (`candidate_energy`, warpk.evaluator.energy), and
+the sampler daemon's lane telemetry over the candidate's own batches and windows
+(`LaneTelemetry`). A meter failure is the record's energy_error (lane_error), never a modelled
+stand-in. session.Session calls them and assembles the record from their results.
 
 Non-goals: no meters (warpk.evaluator.energy), no protocol order (session.Session.run).
 """
@@ -11,167 +12,237 @@ Non-goals: no meters (warpk.evaluator.energy), no protocol order (session.Sessio
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import secrets
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from warpk.evaluator import protocol as wire
-from warpk.evaluator.checks import Verdict, check_correct
+from warpk.evaluator.checks import Verdict
+from warpk.evaluator.energy import (
+    ENERGY_WALL_SHARE,
+    ReferenceEnergies,
+    ReferenceEnergy,
+    RemoteLoop,
+    measure_one,
+)
 from warpk.evaluator.link import one_line
 from warpk.telemetry.lane import lane_fields
 
 ENERGY_INPUT_SETS = 3  # fresh input sets an energy loop cycles through
 
 
-class EnergyPhases:
-    """Session's energy phases; they use its link (stage, answer, outputs_of), its reference
-    (task, inputs) and its timing (confirmed_call_ms)."""
+@dataclass(frozen=True)
+class ReferenceResult:
+    """The reference's energy for this candidate: from the store or measured now (spent_s)."""
 
-    def reference_energy(self) -> None:
-        """evaluate.energy=nvml on a GPU: the reference's energy per call, from this lane's store
-        or measured now, before the candidate is loaded (energy.REF_ENERGY_MAX_AGE_S)."""
-        spec = self.request.energy
-        if spec is None or not self.dev.cuda:
-            return
-        key = (hashlib.sha256(self.request.task_source.encode()).hexdigest(), self.request.shape,
-               spec.min_window_s)
-        self.ref_energy = self.energies.fresh(key)
-        if self.ref_energy is not None:
-            return
-        start = time.perf_counter()
-        try:
-            fields = self._measure_reference(spec)
-        except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
-            if "CUDA error" in str(err):
-                raise
-            self.ref_energy_error = (f"{self.meter_name} energy measurement of the reference failed: "
-                                     f"{one_line(err)}")
-            return
-        finally:
-            self.release()  # its model and inputs are gone: the candidate's worker gets the memory
-        self.ref_energy = self.energies.store(key, fields)
-        self.result["energy_s"] = time.perf_counter() - start
+    energy: ReferenceEnergy | None
+    error: str | None = None
+    spent_s: float | None = None  # None: taken from the store, nothing measured
 
-    def _measure_reference(self, spec: wire.EnergySpec) -> dict:
-        """The reference alone on the NVML counter: a model of its own over 3 fresh input sets."""
-        from warpk.evaluator.energy import measure_one, open_meter
 
-        torch = self.torch
-        with torch.device(self.dev.device):
-            torch.manual_seed(secrets.randbits(31))
-            reference = self.task.Model(*self.task.get_init_inputs()).to(self.dev.device).eval()
-        sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
-        turn = iter(range(1 << 62))
-        props = torch.cuda.get_device_properties(self.dev.device)
-        with torch.no_grad(), open_meter(props, spec) as meter:
-            return measure_one(meter, lambda: reference(*sets[next(turn) % len(sets)]), self.dev.sync,
-                               spec.repeats, spec.idle_window_s, spec.rel_uncertainty, prefix="ref_")
+@dataclass(frozen=True)
+class EnergyResult:
+    """What the energy phases add to the record: measured fields, or why there are none."""
 
-    def energy(self) -> None:
-        """evaluate.energy=nvml on a GPU: the candidate measured on the NVML counter, read here
-        while its calls run over there (warpk.evaluator.energy), beside the reference's energy
-        from `reference_energy`."""
-        spec = self.request.energy
-        if spec is None or not self.dev.cuda:
-            return
-        if self.ref_energy is None:
-            self.result["energy_error"] = self.ref_energy_error or "the reference's energy was not measured"
-            return
-        from warpk.evaluator.energy import ENERGY_WALL_SHARE, RemoteLoop, measure_one, open_meter
+    fields: tuple[tuple[str, object], ...] = ()
+    error: str | None = None
+    spent_s: float | None = None
+    span: tuple[float, float] | None = None  # host-monotonic, the candidate's windows
 
-        torch, s = self.torch, self.s
-        self.phase = "energy"
-        start = time.perf_counter()
-        sets = [self.inputs(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
-        ref_outs = [self.reference(*args) for args in sets]
-        sets_fd, encoded = self.encode(sets)  # one sealed copy, sent with every energy batch
-        del sets
-        self.prepare(0)
-        nonces: list[str] = []
+    def record(self) -> dict:
+        out = dict(self.fields)
+        if self.error is not None:
+            out["energy_error"] = self.error
+        if self.spent_s is not None:
+            out["energy_s"] = self.spent_s
+        return out
 
-        def send(n: int) -> None:
-            nonces.append(secrets.token_hex(8))
-            self.check_quiet()
-            wire.send(self.sock, wire.Go(encoded, nonces[-1], repeat=n), sets_fd)
 
-        def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
-            if ran.nonce != nonces.pop(0):
-                if fd is not None:
-                    os.close(fd)
+def meter_name(spec: wire.EnergySpec) -> str:
+    return "sampler" if spec.sampler_addr else "nvml"
+
+
+def open_device_meter(torch, dev, spec: wire.EnergySpec):
+    """The meter `spec` asks for on the device `dev` (energy.open_meter)."""
+    from warpk.evaluator.energy import open_meter
+
+    return open_meter(torch.cuda.get_device_properties(dev.device), spec)
+
+
+def measure_reference_alone(torch, dev, task, draw: Callable[[int], list], spec: wire.EnergySpec) -> dict:
+    """The task's reference alone on the meter: a model of its own over ENERGY_INPUT_SETS fresh
+    input sets (`draw(seed)`), the ref_ fields and idle_power_w (energy.measure_one)."""
+    with torch.device(dev.device):
+        torch.manual_seed(secrets.randbits(31))
+        model = task.Model(*task.get_init_inputs()).to(dev.device).eval()
+    sets = [draw(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
+    turn = iter(range(1 << 62))
+    with torch.no_grad(), open_device_meter(torch, dev, spec) as meter:
+        return measure_one(meter, lambda: model(*sets[next(turn) % len(sets)]), dev.sync,
+                           spec.repeats, spec.idle_window_s, spec.rel_uncertainty, prefix="ref_")
+
+
+def start_lane_recorder(torch, dev, addr: str):
+    """A started LaneRecorder of the sampler daemon at `addr` on this lane's GPU."""
+    from warpk.evaluator.energy import nvml_index_of
+    from warpk.telemetry.lane import LaneRecorder
+
+    return LaneRecorder(addr, nvml_index_of(torch.cuda.get_device_properties(dev.device))).start()
+
+
+def _failed(err: Exception, what: str) -> str:
+    """The record's reason for a meter failure; a device fault is not one (it propagates)."""
+    if "CUDA error" in str(err):
+        raise err
+    return f"{what} failed: {one_line(err)}"
+
+
+def reference_energy(store: ReferenceEnergies, key: tuple, measure: Callable[[], dict],
+                     meter_name: str, clock: Callable[[], float] = time.perf_counter) -> ReferenceResult:
+    """The reference's energy per call from this lane's store, or `measure()` now (before the
+    candidate is loaded; energy.REF_ENERGY_MAX_AGE_S). A meter failure is a reason, not energy."""
+    fresh = store.fresh(key)
+    if fresh is not None:
+        return ReferenceResult(fresh)
+    start = clock()
+    try:
+        fields = measure()
+    except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
+        return ReferenceResult(None, _failed(err, f"{meter_name} energy measurement of the reference"))
+    return ReferenceResult(store.store(key, fields), None, clock() - start)
+
+
+class Remote(Protocol):
+    """What the candidate's energy needs of its worker (warpk.evaluator.link.Link; a fake in tests)."""
+
+    def encode(self, calls: list[list]) -> tuple[int | None, list]: ...
+    def prepare(self, calls: int) -> None: ...
+    def send(self, message, fd: int | None) -> None: ...
+    def answer(self, limit_s: float, expect: tuple) -> tuple: ...
+    def outputs_of(self, ran: wire.Ran, fd: int | None) -> tuple[list[list], list[list]]: ...
+    def limit_for(self, calls: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class CandidateEnergy:
+    """What the candidate's energy phase is given.
+
+    Attributes:
+        draw: one call's inputs from a seed (Session.inputs).
+        reference: the task's Model here, for the outputs each batch's last call is checked with.
+        verify: verify(expected, got, where) raises Verdict on a mismatch.
+        call_ms: the candidate's time per call as the trusted clock confirmed it while timed;
+            each energy batch must take ENERGY_WALL_SHARE of that per call.
+        open_meter: a context manager of the meter (energy.open_meter on the device).
+        sync: the device's synchronize.
+        repeats, rel_uncertainty: the windows' cap and target (warpk.evaluator.energy.measure_one).
+        meter_name: nvml | sampler, for the reasons.
+    """
+
+    draw: Callable[[int], list]
+    reference: Callable
+    verify: Callable[[object, object, str], object]
+    call_ms: float
+    open_meter: Callable[[], contextlib.AbstractContextManager]
+    sync: Callable[[], object]
+    repeats: int
+    rel_uncertainty: float
+    meter_name: str
+
+
+def candidate_energy(remote: Remote, ref: ReferenceResult, given: CandidateEnergy,
+                     clock: Callable[[], float] = time.perf_counter,
+                     host_clock: Callable[[], float] = time.monotonic) -> EnergyResult:
+    """The candidate's energy per call on the meter read here while its batches run over there
+    (Go(repeat=n) over ENERGY_INPUT_SETS staged input sets), beside the reference's. Every batch
+    echoes its nonce, sends back its last call's output (checked) and lasts its calls' share of
+    the timed time (else `implausible`); a meter failure is the record's energy_error."""
+    if ref.energy is None:
+        return EnergyResult(error=ref.error or "the reference's energy was not measured", spent_s=ref.spent_s)
+    start = clock()
+    sets = [given.draw(secrets.randbits(63)) for _ in range(ENERGY_INPUT_SETS)]
+    ref_outs = [given.reference(*args) for args in sets]
+    sets_fd, encoded = remote.encode(sets)  # one sealed copy, sent with every energy batch
+    del sets
+    nonces: list[str] = []
+
+    def send(n: int) -> None:
+        nonces.append(secrets.token_hex(8))
+        remote.send(wire.Go(encoded, nonces[-1], repeat=n), sets_fd)
+
+    def check(ran: wire.Ran, fd: int | None, calls: int, wall_s: float) -> None:
+        nonce = nonces.pop(0)
+        if ran.nonce != nonce or len(ran.outputs) != 1:
+            if fd is not None:
+                os.close(fd)
+            if ran.nonce != nonce:
                 raise wire.ProtocolError("an energy batch's answer does not echo its Go's nonce")
-            if len(ran.outputs) != 1:
-                if fd is not None:
-                    os.close(fd)
-                raise Verdict("incorrect", f"an energy batch sent {len(ran.outputs)} outputs back, not 1")
-            (out,), _ = self.outputs_of(ran, fd)
-            expected = ref_outs[(calls - 1) % len(ref_outs)]
-            check_correct(torch, expected, out, s, "the last call of an energy batch")
-            floor_ms = ENERGY_WALL_SHARE * calls * self.confirmed_call_ms
-            if wall_s * 1e3 < floor_ms:
-                raise Verdict("implausible", f"an energy batch of {calls} calls took {wall_s * 1e3:.3g} ms, "
-                              f"less than the {floor_ms:.3g} ms its calls took while timed: work was skipped")
+            raise Verdict("incorrect", f"an energy batch sent {len(ran.outputs)} outputs back, not 1")
+        (out,), _ = remote.outputs_of(ran, fd)
+        given.verify(ref_outs[(calls - 1) % len(ref_outs)], out, "the last call of an energy batch")
+        floor_ms = ENERGY_WALL_SHARE * calls * given.call_ms
+        if wall_s * 1e3 < floor_ms:
+            raise Verdict("implausible", f"an energy batch of {calls} calls took {wall_s * 1e3:.3g} ms, "
+                          f"less than the {floor_ms:.3g} ms its calls took while timed: work was skipped")
 
-        remote = RemoteLoop(send, lambda n: self.answer(self.limit_for(n), (wire.Ran,)), check)
+    loop = RemoteLoop(send, lambda n: remote.answer(remote.limit_for(n), (wire.Ran,)), check)
+    loop.clock = clock
 
-        def sync() -> None:
-            self.dev.sync()
-            remote.sync()
+    def sync() -> None:
+        given.sync()
+        loop.sync()
 
+    try:
+        remote.prepare(0)
+        since = host_clock()
         try:
-            props = torch.cuda.get_device_properties(self.dev.device)
-            since = time.monotonic()
-            with open_meter(props, spec) as meter:
-                fields = measure_one(meter, remote, sync, spec.repeats, 0.0, spec.rel_uncertainty)
-            self.spans.append((since, time.monotonic()))
+            with given.open_meter() as meter:
+                fields = measure_one(meter, loop, sync, given.repeats, 0.0, given.rel_uncertainty)
         except (Verdict, wire.ProtocolError):
             raise
         except Exception as err:  # noqa: BLE001 - NVML or the meter: the record says why, no energy
-            if "CUDA error" in str(err):
-                raise
-            remote.sync()  # a batch may still be in flight: its answer must not meet the next step
-            self.result["energy_error"] = f"{self.meter_name} energy measurement failed: {one_line(err)}"
-            return
-        finally:
-            if sets_fd is not None:
-                os.close(sets_fd)
-        self.ref_energy.uses += 1
-        spent_s = (self.result.get("energy_s") or 0.0) + time.perf_counter() - start
-        self.result.update(fields, **self.ref_energy.fields, ref_energy_id=self.ref_energy.ident,
-                           energy_s=spent_s)
+            reason = _failed(err, f"{given.meter_name} energy measurement")
+            loop.sync()  # a batch may still be in flight: its answer must not meet the next step
+            return EnergyResult(error=reason, spent_s=(ref.spent_s or 0.0) + clock() - start)
+        span = (since, host_clock())
+    finally:
+        if sets_fd is not None:
+            os.close(sets_fd)
+    ref.energy.uses += 1
+    measured = {**fields, **ref.energy.fields, "ref_energy_id": ref.energy.ident}
+    return EnergyResult(tuple(measured.items()), None, (ref.spent_s or 0.0) + clock() - start, span)
 
-    @property
-    def meter_name(self) -> str:
-        return "sampler" if self.request.energy and self.request.energy.sampler_addr else "nvml"
 
-    @contextlib.contextmanager
-    def lane_telemetry(self):
-        """evaluate.energy=sampler on a GPU: the daemon's stream of this lane's power, clocks,
-        temperature and throttling while the block runs (the candidate's timing and energy),
-        summarised over the candidate's own batches and windows (`spans`, not the reference's)
-        into the lane_* fields; lane_error when there is none."""
-        spec = self.request.energy
-        recorder = None
-        if spec is not None and spec.sampler_addr and self.dev.cuda:
-            recorder = self.start_recorder(spec.sampler_addr)
-        self.spans = []
-        try:
-            yield
-        finally:
-            if recorder is not None:
-                recorder.stop()
-                self.result.update(lane_fields(recorder.samples, self.spans))
-                if recorder.error is not None:
-                    self.result["lane_error"] = f"the sampler's stream broke: {one_line(recorder.error)}"
+class LaneTelemetry:
+    """evaluate.energy=sampler on a GPU: the daemon's stream of this lane's power, clocks,
+    temperature and throttling while the block runs (the candidate's timing and energy),
+    summarised over the candidate's own batches and windows (`fields(spans)`, not the
+    reference's) into the lane_* fields; lane_error when there is none.
 
-    def start_recorder(self, addr: str):
-        """A started LaneRecorder on this lane's GPU, or None with lane_error saying why."""
-        from warpk.evaluator.energy import nvml_index_of
-        from warpk.telemetry.lane import LaneRecorder
+    Args:
+        start: starts and returns a LaneRecorder (warpk.telemetry.lane), or None: no telemetry.
+    """
 
-        try:
-            index = nvml_index_of(self.torch.cuda.get_device_properties(self.dev.device))
-            return LaneRecorder(addr, index).start()
-        except Exception as err:  # noqa: BLE001 - no daemon, no NVML: the record says why
-            self.result["lane_error"] = f"no lane telemetry from the sampler: {one_line(err)}"
-            return None
+    def __init__(self, start: Callable[[], object] | None):
+        self.start, self.recorder, self.error = start, None, None
+
+    def __enter__(self) -> LaneTelemetry:
+        if self.start is not None:
+            try:
+                self.recorder = self.start()
+            except Exception as err:  # noqa: BLE001 - no daemon, no NVML: the record says why
+                self.error = f"no lane telemetry from the sampler: {one_line(err)}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.recorder is not None:
+            self.recorder.stop()
+            if self.recorder.error is not None:
+                self.error = f"the sampler's stream broke: {one_line(self.recorder.error)}"
+
+    def fields(self, spans: list[tuple[float, float]]) -> dict:
+        out = lane_fields(self.recorder.samples, spans) if self.recorder is not None else {}
+        return {**out, "lane_error": self.error} if self.error is not None else out

@@ -73,6 +73,11 @@ class Link:
         wire.send(self.sock, message, fd)
         return self.answer(limit_s, expect)
 
+    def send(self, message, fd: int | None = None) -> None:
+        """A message the worker runs as it is (energy batches), once nothing arrived unasked."""
+        self.check_quiet()
+        wire.send(self.sock, message, fd)
+
     def answer(self, limit_s: float | None = None, expect=(wire.Reply,)):
         """The untrusted worker's next reply if it is ok (else its failure as a Verdict)."""
         limit_s = limit_s if limit_s is not None else self.s.run_timeout_s

@@ -2,15 +2,17 @@
 protocol's steps in order (`Session.run`; the list is in trusted.py's docstring), the reference
 here and in the reference worker, the candidate behind its socket.
 
-Session lives in four modules, read in this order: this one (the protocol's order, the reference,
+Session lives in five modules, read in this order: this one (the protocol's order, the reference,
 correctness), `link` (messages and tensors to and from a worker, the bounds on both),
-`timing_phase` (the timed batches, a function of two sides) and `energy_phase`.
+`timing_phase` (the timed batches, a function of two sides), `energy_phase` (functions of what
+they need) and `steps` (each step's frozen result and the record assembled from them).
 
 Non-goals: no verdict mapping of exceptions (trusted.measure), no sandboxing, no records.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import socket
@@ -18,11 +20,11 @@ import statistics
 import time
 import types
 
+from warpk.evaluator import energy_phase as ep
 from warpk.evaluator import protocol as wire
-from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, fingerprint, flatten, same_inputs
+from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, fingerprint, same_inputs
 from warpk.evaluator.devices import Device
-from warpk.evaluator.energy import ReferenceEnergies, ReferenceEnergy
-from warpk.evaluator.energy_phase import EnergyPhases
+from warpk.evaluator.energy import ReferenceEnergies
 from warpk.evaluator.freeze import Freezer, NoFreeze
 from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
@@ -35,7 +37,8 @@ from warpk.evaluator.reference import (
     reference_failures,
 )
 from warpk.evaluator.remote import check_readable, wait_worker_pid
-from warpk.evaluator.timing_phase import calls_per_batch, needs_alone, reference_alone, time_batches
+from warpk.evaluator.steps import Correctness, Steps, work_of
+from warpk.evaluator.timing_phase import Timing, calls_per_batch, needs_alone, reference_alone, time_batches
 from warpk.evaluator.transport import layout
 
 
@@ -46,9 +49,10 @@ def _load_task(source: str) -> types.ModuleType:
     return module
 
 
-class Session(EnergyPhases, Link):
+class Session(Link):
     """One candidate's measurement: the reference here and in the reference worker, the
-    candidate behind `sock` (Link), in the protocol's order (`run`)."""
+    candidate behind `sock` (Link), in the protocol's order (`run`). Each step returns a frozen
+    result, kept in `found` (steps.Steps), which makes the record (also after a failure)."""
 
     def __init__(self, torch, dev: Device, request: wire.MeasureRequest, sock: socket.socket,
                  energies: ReferenceEnergies | None = None, references: ReferenceWorkers | None = None):
@@ -56,8 +60,6 @@ class Session(EnergyPhases, Link):
         self.request = request
         self.energies = energies if energies is not None else ReferenceEnergies()
         self.references = references if references is not None else ReferenceWorkers()
-        self.ref_energy: ReferenceEnergy | None = None
-        self.ref_energy_error: str | None = None
         try:
             self.task = _load_task(request.task_source)
         except Exception as err:  # noqa: BLE001 - the task file is ours to get right
@@ -65,8 +67,7 @@ class Session(EnergyPhases, Link):
         self.constants = {
             k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
         }
-        self.result: dict = {"device": dev.name}
-        self.confirmed_call_ms = 0.0  # per call, what the candidate's timed batches took
+        self.found = Steps(dev.name)  # each step's result (steps.py), the record made from them
         self.ref_link: Link | None = None
         self.freezer: Freezer | None = None
         self.watch = Stopwatch("trusted")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
@@ -146,8 +147,8 @@ class Session(EnergyPhases, Link):
         return reference_failures(self.references, self.went, what)
 
     # --- the protocol ------------------------------------------------------------------------------
-    def correctness(self) -> int:
-        """The correctness trials; returns the last trial's seed (its inputs are redrawn later)."""
+    def correctness(self) -> Correctness:
+        """The correctness trials; the last trial's seed is kept (its inputs are redrawn later)."""
         torch, s = self.torch, self.s
         self.phase = "correctness"
         worst_abs = worst_rel = 0.0
@@ -203,57 +204,41 @@ class Session(EnergyPhases, Link):
                     raise Verdict("incorrect", "the candidate modified its inputs in place")
             del ins
         self.ref_call_s = statistics.median(ref_times[1:] or ref_times)
-        self.result.update(max_abs_err=worst_abs, max_rel_err=worst_rel)
-        return seed
+        return Correctness(seed, worst_abs, worst_rel)
 
-    def work_estimate(self, inputs: list) -> None:
-        """FLOPs (torch's flop counter) and minimum bytes moved of one reference call."""
-        torch = self.torch
-        from torch.utils.flop_counter import FlopCounterMode
-
-        with FlopCounterMode(display=False) as counter:
-            out = self.run_reference(inputs)
-        outs = [o for o in flatten(out) if isinstance(o, torch.Tensor)]
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-        io_bytes = sum(t.numel() * t.element_size() for t in tensors + outs)
-        params = list(self.reference.parameters()) + list(self.reference.buffers())
-        self.result.update(
-            flops=float(counter.get_total_flops()),
-            min_bytes=float(io_bytes + sum(p.numel() * p.element_size() for p in params)),
-            io_bytes=float(io_bytes),
-        )
-
-    def timing(self) -> None:
+    def timing(self, io_bytes: float) -> Timing:
         """Both sides through the same round trip on this process's clock (timing_phase)."""
         s = self.s
         self.phase = "timing"
         ref = self.ref_link
         ref.phase = "timing"
         ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
-        k = calls_per_batch(self.ref_call_s, self.result["io_bytes"], s.batch_target_ms, s.batch_memory_bytes)
+        k = calls_per_batch(self.ref_call_s, io_bytes, s.batch_target_ms, s.batch_memory_bytes)
 
         def verify(ref_out, out, where: str) -> None:
             check_correct(self.torch, ref_out, out, s, where)
 
-        big = self.result["io_bytes"] > BIG_IO_BYTES
-        self.timed = time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
-                                  verify, k, s.timing_batches, big, self.torch)
-        self.result.update(self.timed.fields())
-        # the energy floor per call: its round trip less the delivery the reference's shows
-        delivery_ms = statistics.median(self.timed.ref_ms) - self.ref_call_s * 1e3
-        self.confirmed_call_ms = max(0.0, statistics.median(self.timed.new_ms) - max(delivery_ms, 0.0))
+        big = io_bytes > BIG_IO_BYTES
+        return time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
+                            verify, k, s.timing_batches, big, self.torch)
 
-    def timing_without_candidate(self) -> None:
+    def confirmed_call_ms(self) -> float:
+        """The candidate's time per call as timed, less the delivery the reference's round trip
+        shows: the floor of its energy batches."""
+        delivery_ms = statistics.median(self.found.timed.ref_ms) - self.ref_call_s * 1e3
+        return max(0.0, statistics.median(self.found.timed.new_ms) - max(delivery_ms, 0.0))
+
+    def timing_without_candidate(self) -> tuple[float, ...]:
         """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
         freezing does not stop), the reference timed alone; the speedup never credits a
-        reference the candidate slowed (timing_phase.Timing.fields; corpus 45b, 54)."""
+        reference the candidate slowed (timing_phase.Timing.fields; corpus 45b, 54). Returns
+        the reference's batches alone (() where no sandbox was started)."""
         if not self.request.candidate_pid:
-            return
+            return ()
         key = (self.request.task_source, self.request.shape)
         cached = self.references.alone.fresh(key)
-        if not needs_alone(self.timed, cached):  # as fast as alone a moment ago: nothing to scale
-            self.result.update(self.timed.fields(cached))
-            return
+        if not needs_alone(self.found.timed, cached):  # as fast as alone a moment ago: nothing to scale
+            return cached
         self.phase = "timing"
         self.apply_shape(self.request.shape)  # other_shapes left another shape's constants set
         if not self.freezer.kill():
@@ -261,9 +246,9 @@ class Session(EnergyPhases, Link):
         batches = max(3, self.s.timing_batches // 2)
         self.ref_link.phase = "timing alone"
         with self.reference_side("timing alone"):
-            alone = reference_alone(self.ref_link, self.inputs, self.timed.calls_per_batch, batches)
+            alone = reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches)
         self.references.alone.add(key, alone)
-        self.result.update(self.timed.fields(alone))
+        return alone
 
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
@@ -309,13 +294,51 @@ class Session(EnergyPhases, Link):
         self.ref_link.phase = "load"
         self.ref_worker = worker
 
+    # --- energy (evaluate.energy=nvml|sampler, GPU only; warpk.evaluator.energy_phase) ------------
+    def reference_energy(self) -> ep.ReferenceResult | None:
+        """The reference's energy per call from this lane's store, or measured now, before the
+        candidate is loaded: a model of its own over fresh input sets, alone on the meter."""
+        spec = self.request.energy
+        if spec is None or not self.dev.cuda:
+            return None
+        key = (hashlib.sha256(self.request.task_source.encode()).hexdigest(), self.request.shape,
+               spec.min_window_s)
+
+        def measure() -> dict:
+            try:
+                return ep.measure_reference_alone(self.torch, self.dev, self.task, self.inputs, spec)
+            finally:
+                self.release()  # its model and inputs are gone: the candidate's worker gets the memory
+
+        return ep.reference_energy(self.energies, key, measure, ep.meter_name(spec))
+
+    def energy(self) -> ep.EnergyResult | None:
+        """The candidate on the meter read here while its calls run over there, beside the
+        reference's energy from `reference_energy`."""
+        spec = self.request.energy
+        if spec is None or not self.dev.cuda:
+            return None
+        self.phase = "energy"
+        given = ep.CandidateEnergy(
+            draw=self.inputs, reference=self.reference, call_ms=self.confirmed_call_ms(),
+            verify=lambda expected, got, where: check_correct(self.torch, expected, got, self.s, where),
+            open_meter=lambda: ep.open_device_meter(self.torch, self.dev, spec), sync=self.dev.sync,
+            repeats=spec.repeats, rel_uncertainty=spec.rel_uncertainty, meter_name=ep.meter_name(spec))
+        result = ep.candidate_energy(self, self.found.ref_energy or ep.ReferenceResult(None), given)
+        if result.span is not None:
+            self.spans.append(result.span)
+        return result
+
+    def lane_recorder(self):
+        return ep.start_lane_recorder(self.torch, self.dev, self.request.energy.sampler_addr)
+
     def run(self) -> wire.Measurement:
         torch, s, lap = self.torch, self.s, self.watch.lap
         self.apply_shape(self.request.shape)
         self.check_host_memory()
         if self.request.energy is not None:  # before the candidate exists on this lane
             self.spare.freeze()
-            self.reference_energy()
+            self.found.ref_energy = self.reference_energy()
             self.spare.thaw()
         self.probe_reference()
         self.release()
@@ -339,7 +362,7 @@ class Session(EnergyPhases, Link):
         self.went = True  # its code runs from its import on: memory the device lacks is its doing
         self.ask(wire.Load(self.request.candidate_source, self.request.device, s.num_threads),
                  limit_s=s.compile_timeout_s)
-        self.result["compile_s"] = time.perf_counter() - start
+        self.found.seconds["compile_s"] = time.perf_counter() - start
         lap("candidate load (its torch import too)")
         try:
             self.ref_worker.wait_loaded(s.compile_timeout_s)
@@ -351,19 +374,27 @@ class Session(EnergyPhases, Link):
         with torch.no_grad():
             self.build(with_reference_worker=True)
             lap("build")
-            self.work_estimate(self.inputs(self.correctness()))
-            self.result["correctness_s"] = time.perf_counter() - start
+            self.found.correct = self.correctness()
+            self.found.work = work_of(self.torch, self.reference, self.run_reference,
+                                      self.inputs(self.found.correct.seed))
+            self.found.seconds["correctness_s"] = time.perf_counter() - start
             lap("correctness")
             self.spare.freeze()  # thawed by trusted.measure, once this candidate is done
-            with self.lane_telemetry():
-                start = time.perf_counter()
-                self.timing()
-                self.result["timing_s"] = time.perf_counter() - start
-                lap("timing")
-                self.energy()
-                lap("energy")
+            sampler = self.request.energy is not None and self.request.energy.sampler_addr and self.dev.cuda
+            self.spans = []  # the candidate's batches and windows, for the lane's telemetry
+            lane = ep.LaneTelemetry(self.lane_recorder if sampler else None)
+            try:
+                with lane:
+                    start = time.perf_counter()
+                    self.found.timed = self.timing(self.found.work.io_bytes)
+                    self.found.seconds["timing_s"] = time.perf_counter() - start
+                    lap("timing")
+                    self.found.energy = self.energy()
+                    lap("energy")
+            finally:
+                self.found.lane = lane.fields(self.spans)
             self.other_shapes()
             lap("other shapes")
-            self.timing_without_candidate()
+            self.found.alone_ms = self.timing_without_candidate()
             lap("kill, reference alone")
-        return wire.Measurement(status="ok", **self.result)
+        return wire.Measurement(status="ok", **self.found.fields())

@@ -64,7 +64,7 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
         return wire.Measurement("harness_error", f"evaluation failed: {err}"[:500],
                                 session.phase if session else "load")
     except Verdict as verdict:
-        fields = session.result if session else {}
+        fields = session.found.fields() if session else {}
         return wire.Measurement(verdict.status, verdict.reason, session.phase if session else None, **fields)
     except FreezeError as err:
         return wire.Measurement("crashed", f"the candidate's sandbox could not be frozen: {err}",
@@ -76,7 +76,7 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
         return wire.Measurement("crashed", f"the candidate's worker broke the protocol: {err}"[:500],
                                 session.phase if session else None)
     except (MemoryError, torch.cuda.OutOfMemoryError) as err:  # on the reference's side
-        fields = session.result if session else {}
+        fields = session.found.fields() if session else {}
         phase = session.phase if session else None
         if session is None or not session.went:  # before the candidate ran anything: the task
             reason = f"the task does not fit this device's memory on the reference's side: {one_line(err)}"
