@@ -11,7 +11,7 @@ from warpk.telemetry import EnergyMeasurement, MeterError, MeterSettings, NvmlEn
 from warpk.telemetry.meter import CounterReading
 from warpk.telemetry.windows import wait_for_update
 
-FAST = dict(warmup_s=0.05, calibrate_s=0.02)
+FAST = dict(warmup_s=0.05, calibrate_s=0.02, phase_seed=1)  # the windows' random phases, fixed here
 
 
 def make_meter(gpu: FakeGpu, **settings) -> NvmlEnergyMeter:
@@ -190,3 +190,22 @@ def test_slow_counter_reads_do_not_inflate_energy_per_call(min_window_s):
         assert m.time_per_call_ms == pytest.approx(1.5, rel=1e-6)  # the body's rate, no edges
         assert m.avg_power_w == pytest.approx(700.0, rel=rel)  # no idle gaps inside the window
         assert all(w.window_s >= min_window_s for w in m.windows)
+
+
+@pytest.mark.parametrize("cycle_s", [0.01, 0.02])
+def test_random_window_phases_turn_a_part_time_counters_aliasing_into_stated_uncertainty(cycle_s):
+    # The H200's counter samples part of the time (the square-wave test, docs/energy.md). A
+    # workload with a cycle then meets the sampling at one phase in every window of a fixed
+    # phase: all windows read the same wrong value and the stated uncertainty covers nothing.
+    def measure(random_phase: bool):
+        gpu = FakeGpu(idle_w=80.0, phase_s=0.0371, sensor_window_s=0.025)  # samples 25 ms of 100
+        meter = make_meter(gpu, min_window_s=0.5, repeats=8, random_phase=random_phase)
+        return meter.measure(lambda: (gpu.run(cycle_s / 2, 600.0), gpu.run(cycle_s / 2, 100.0)), sync=no_sync)
+
+    truth_j = 350.0 * cycle_s
+    fixed = measure(random_phase=False)
+    assert len({round(w.energy_per_call_j, 9) for w in fixed.windows}) == 1  # no spread to show it
+    assert not covers(fixed, truth_j)
+    jittered = measure(random_phase=True)
+    assert covers(jittered, truth_j)
+    assert jittered.energy_std_j > 0.02 * truth_j  # the aliasing is now spread across windows

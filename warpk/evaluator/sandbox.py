@@ -46,24 +46,25 @@ the reference is timed through the same harness in a worker of its own, in this 
   so all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and
   the reference is timed again after the sandbox is killed, so what freezing does not stop
   (kernels queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
-  Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds
-  it keeps (in no RSS; /tmp is capped), its process count (RLIMIT_NPROC does not bind root) and
-  its cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team round 2);
-  the disk its build dir takes, and in `process` mode its working dir (the host's quota); kernel
-  or driver exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
-  warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable);
-  what the mounted system folders and /sys reveal, which it can write into its error text; GPU
-  side channels and a kernel left spinning after the sandbox died; on a GPU lane its harness
-  packs its outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the
-  CPU the trusted side reads them out of its memory: corpus 51); a build in the compile pool
-  loading the trusted workers' cores while others are timed (noise, not bias: both sides of a
-  batch run under it; at most the compile limit); byte-range locks on shared read-only files
-  signalling between live sandboxes (red team round 7; no speedup made of it); in `process`
-  mode an orphan reparented outside its tree escapes the SIGSTOP freeze (not the cgroup one),
-  and none of the namespace protections apply (it can write wherever the user can, reach the
-  network and the sampler daemon on loopback, which it can slow but not change, and kill the
-  trusted worker: a harness failure). Run untrusted code on a machine you can afford to lose,
-  or at least under bwrap.
+  Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
+  keeps (in no RSS; /tmp is capped), its process count (RLIMIT_NPROC does not bind root) and its
+  cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team round 2); the disk
+  its build dir takes, and in `process` mode its working dir (the host's quota); kernel or driver
+  exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
+  warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
+  the mounted system folders and /sys reveal, which it can write into its error text; GPU side
+  channels (it can read the energy counter through NVML and time its power to the counter's
+  updates, which the windows' random phase does not stop) and a kernel left spinning after the
+  sandbox died; on a GPU lane its harness packs its outputs into the send buffer, a copy a
+  candidate can rewrite itself to skip (on the CPU the trusted side reads them out of its memory:
+  corpus 51); a build in the compile pool loading the trusted workers' cores while others are timed
+  (noise, not bias: both sides of a batch run under it; at most the compile limit); byte-range
+  locks on shared read-only files signalling between live sandboxes (red team round 7; no speedup
+  made of it); in `process` mode an orphan reparented outside its tree escapes the SIGSTOP freeze
+  (not the cgroup one), and none of the namespace protections apply (it can write wherever the user
+  can, reach the network and the sampler daemon on loopback, which it can slow but not change, and
+  kill the trusted worker: a harness failure). Run untrusted code on a machine you can afford to
+  lose, or at least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process): the real worker entry (torch and
 warpk.evaluator.untrusted imported by this interpreter, by the path this process was started

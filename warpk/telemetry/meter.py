@@ -68,6 +68,12 @@ class MeterSettings:
         counter_period_s: update period assumed for the uncertainty of unaligned windows when
             none was observed (about 0.1 s on H100/H200, FACTS.md).
         timeout_s: give up when the counter does not change for this long.
+        random_phase: each aligned window starts after an idle pause drawn uniformly from one
+            counter period, so a workload whose cycle the counter's part-time sampling would
+            alias (the square-wave test: docs/energy.md) meets the sampling at another phase in
+            every window, and the aliasing shows in the spread over windows, which the stated
+            uncertainty includes (meter.summarize) instead of a bias no window reveals.
+        phase_seed: seeds the pauses (tests, benchmarks); None = drawn from the OS.
     """
 
     min_window_s: float = 1.0
@@ -80,6 +86,8 @@ class MeterSettings:
     aligned: bool = True
     counter_period_s: float = 0.1
     timeout_s: float = 5.0
+    random_phase: bool = True
+    phase_seed: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("min_window_s", "warmup_s", "calibrate_s", "idle_window_s"):

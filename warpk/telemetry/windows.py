@@ -27,8 +27,13 @@ about a tenth of a period.
 Uncertainty per window: average power x (half of each bracket + the time inside the window when
 none of our work ran) + 1 mJ counter resolution per edge; per call it is divided by the calls
 inside. Across windows the standard error is added (see meter.summarize). It does NOT cover the
-sensor's gain/offset error or a counter that samples only part of the time: the square-wave
-benchmark (benchmarks/bench_energy.py) tests the latter.
+sensor's gain/offset error. A counter that samples only part of the time (the square-wave
+benchmark, benchmarks/bench_energy.py, found the H200's does at 20-200 ms cycles) aliases a
+workload with a cycle: every window of one phase reads the same wrong value, which no spread
+shows. So each window starts after an idle pause drawn from one counter period
+(MeterSettings.random_phase): the windows meet the sampling at different phases, and the
+aliasing becomes spread over windows, inside the stated uncertainty (with few windows, a wide
+one: the measurement then runs to its cap and the record says so).
 
 The unaligned mode (read, run, sync, read) exists so benchmarks can show what alignment buys;
 its uncertainty assumes each reading may lag by one full update period.
@@ -39,6 +44,8 @@ Non-goals: no device access here (counters are passed in), no torch, no idle sub
 from __future__ import annotations
 
 import math
+import random
+import secrets
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -296,9 +303,12 @@ def measure_with_counter(fn: Callable[[], object], sync: Callable[[], object], c
         sync()
         idle_w, period_s = observe_idle(counter, settings, clock, sleep)
     plan = calibrate(fn, sync, settings, clock, read_cost_s(counter, clock))
+    phases = random.Random(settings.phase_seed if settings.phase_seed is not None else secrets.randbits(64))
     windows = []
     for _ in range(settings.repeats):
         if settings.aligned:
+            if settings.random_phase:  # idle (all work synced): the next calls start at a random phase
+                sleep(phases.uniform(0.0, period_s or settings.counter_period_s))
             windows.append(aligned_window(fn, sync, counter, plan, settings, clock, period_s))
         else:
             windows.append(unaligned_window(fn, sync, counter, plan, period_s or settings.counter_period_s,
