@@ -54,7 +54,7 @@ from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
 from warpk.runtime.calibration import CalibrationError
 from warpk.stages import StageUnavailable, check_available, objective, run_stage
-from warpk.tasks import TaskError
+from warpk.tasks import TaskError, synthetic_settings
 from warpk.tracking import require_wandb, wandb_run
 from warpk.trainers import distributed
 from warpk.trainers.checkpoints import CheckpointMismatch, check_checkpoint
@@ -173,6 +173,8 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
                 require_wandb(config.logger)
                 if config.stage in EVALUATING_STAGES:
                     resolve_sandbox(config.evaluate.sandbox)
+                if config.tasks.source == "synthetic":
+                    synthetic_settings(config.tasks)  # its vocabulary names known ops
                 if config.stage == "train":
                     require_generator(config.policy.generator, config.hardware.device)
                 if config.policy.checkpoint and config.stage in ("train", "evaluate"):
@@ -180,7 +182,7 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
                 if _loads_policy(config):
                     require_weights(config.policy, cache_dir(config))
             except (ConfigError, HardwareError, SandboxUnavailable, CheckpointMismatch,
-                    PolicyWeightsMissing) as err:
+                    PolicyWeightsMissing, TaskError) as err:
                 return str(err) + (f"  [job: {' '.join(job)}]" if multirun else "")
             except Exception as err:  # noqa: BLE001 - Hydra's composition errors
                 return _explain(err)

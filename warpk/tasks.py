@@ -5,10 +5,11 @@ constants (KernelBench's convention: the GPU-sized shape). Our bundled problems 
 metadata that this module reads with `ast.literal_eval`, never by executing the file:
 
     SHAPES = {"cpu": {"batch_size": 128, "dim": 1024}}   # overrides of the constants
-    SPLIT = "train"                                      # or "heldout"
+    SPLIT = "train"                                      # or "heldout" ("heldout_pair": synthetic)
     KIND = "single_op"                                   # or "fusion"
 
-Bundled layout: kernelbench/problems/<name>.py and kernelbench/solutions/<name>/*.py.
+Bundled layout: kernelbench/problems/<name>.py and kernelbench/solutions/<name>/*.py; the
+generated synthetic suite (tasks=synthetic, warpk.synthetic) is a folder of the same layout.
 
 Non-goals: no torch import (the evaluator's workers execute the files, not this process).
 """
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.config import TasksConfig
-from warpk.paths import BUNDLED_ROOT
+from warpk.paths import BUNDLED_ROOT, default_cache_dir
+from warpk.synthetic.suite import Settings, SyntheticError, folder_for
 
 
 class TaskError(ValueError):
@@ -32,7 +34,7 @@ class Task:
     task_id: str  # e.g. "bundled/01_softmax"
     name: str
     path: Path
-    split: str  # train | heldout
+    split: str  # train | heldout | heldout_pair (synthetic)
     kind: str  # single_op | fusion | unknown
     shapes: dict  # shape name -> overrides of module constants; "gpu" is the file's own
     solutions: tuple[Path, ...] = ()
@@ -99,6 +101,27 @@ def _order(path: Path) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 10**9, path.stem)
 
 
+def synthetic_settings(config: TasksConfig) -> Settings:
+    """tasks=synthetic's generator settings; unknown vocabulary names are a TaskError."""
+    settings = Settings(seed=config.seed, size=config.size, max_ops=config.max_ops,
+                        vocabulary=tuple(config.vocabulary), heldout_share=config.heldout_share,
+                        heldout_pairs=config.heldout_pairs)
+    try:
+        settings.ops()
+    except SyntheticError as err:
+        raise TaskError(str(err)) from err
+    return settings
+
+
+def synthetic_root(config: TasksConfig) -> Path:
+    return Path(config.root) if config.root else default_cache_dir() / "synthetic"
+
+
+def synthetic_folder(config: TasksConfig) -> Path:
+    """Where tasks=synthetic's folder of these settings is (made by warpk.stages.prepare_tasks)."""
+    return folder_for(synthetic_settings(config), synthetic_root(config))
+
+
 def load_suite(config: TasksConfig, candidates_dir: str | None = None) -> list[Task]:
     """The tasks selected by `tasks=...`, in order, each with its candidate files.
 
@@ -116,6 +139,14 @@ def load_suite(config: TasksConfig, candidates_dir: str | None = None) -> list[T
         folder = Path(config.root) / f"level{config.level}"
         source = f"kernelbench/L{config.level}"
         default_candidates = None
+    elif config.source == "synthetic":
+        root = synthetic_folder(config)
+        if not (root / "manifest.json").is_file():
+            raise TaskError(f"the synthetic tasks of tasks.seed={config.seed} tasks.size={config.size} "
+                            f"are not generated in {root}: `python -m warpk tasks=synthetic ...` generates "
+                            "them first (warpk.stages.prepare_tasks)")
+        folder, source = root / "problems", "synthetic"
+        default_candidates = root / "solutions"
     else:
         root = Path(config.root) if config.root else BUNDLED_ROOT
         folder, source = root / "problems", "bundled"

@@ -190,7 +190,8 @@ def test_detect_gpu_names_with_a_fake_nvml():
         ("reward.ipw_blend=abc", "reward.ipw_blend='abc' is not allowed; allowed: a number in [0, 1]"),
         ("reward.ipw_blend=-1", "reward.ipw_blend=-1.0 is not allowed; allowed: a number in [0, 1]"),
         ("sla=nope", "sla=nope is not an option; allowed: latency_sensitive, mixed, throughput"),
-        ("tasks.split=test", "tasks.split='test' is not allowed; allowed: one of train, heldout, all"),
+        ("tasks.split=test",
+         "tasks.split='test' is not allowed; allowed: one of train, heldout, heldout_pair, all"),
         (
             "stage=serve",
             "stage='serve' is not allowed; allowed: one of evaluate, train, runtime, hrl, report",

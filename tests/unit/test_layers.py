@@ -52,7 +52,7 @@ def test_evaluator_never_imports_training_or_logging_libraries():
 LAYERS = {
     "config": 0, "paths": 0, "records": 0, "provenance": 0, "progress": 0, "requeue": 0, "tracking": 0,
     "tables": 0, "stats": 0,
-    "telemetry": 1, "tasks": 1,
+    "telemetry": 1, "tasks": 1, "synthetic": 1,
     "hardware": 2, "evaluator": 2, "rewards": 2, "policy": 2,
     "trainers": 3, "runtime": 3, "report": 3,
     "stages": 4,

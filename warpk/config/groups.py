@@ -4,7 +4,7 @@ logger, evaluate (warpk.config re-exports them)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import ClassVar
 
 from warpk.config.checked import ConfigError, _Checked, number, one_of
@@ -158,12 +158,38 @@ class TasksConfig(_Checked):
     """Which KernelBench-format tasks to use."""
 
     KEY: ClassVar[str] = "tasks"
-    source: str = one_of("bundled", "bundled", "kernelbench")
-    root: str | None = None  # bundled: the repo's kernelbench/; kernelbench: an upstream checkout
+    source: str = one_of("bundled", "bundled", "kernelbench", "synthetic")
+    # bundled: the repo's kernelbench/; kernelbench: an upstream checkout; synthetic: where the
+    # generated folders go (None: $WARPK_CACHE_DIR/synthetic or ~/.cache/warpk/synthetic)
+    root: str | None = None
     level: int | None = number(None, 1, 3)
-    split: str = one_of("all", "train", "heldout", "all")
+    split: str = one_of("all", "train", "heldout", "heldout_pair", "all")
     subset: list[str] = field(default_factory=list)  # task names; empty = all
     shape: str = one_of("auto", "auto", "cpu", "gpu")  # auto: cpu shapes on cpu hardware
+    # tasks=synthetic only (warpk.synthetic): the generator's seed, tasks kept, ops per chain,
+    # op or group names (empty = all), the held-out share by composition, op pairs held out
+    seed: int = number(0, 0, None)
+    size: int = number(1000, 1, 100_000)
+    max_ops: int = number(5, 1, 8)
+    vocabulary: list[str] = field(default_factory=list)
+    heldout_share: float = number(0.2, 0.0, 0.9)
+    heldout_pairs: int = number(24, 0, 200)
+
+    SYNTHETIC_ONLY: ClassVar[tuple[str, ...]] = ("seed", "size", "max_ops", "vocabulary", "heldout_share",
+                                                 "heldout_pairs")
+
+    def check(self) -> None:
+        if self.source == "synthetic":
+            if self.level is not None:
+                raise ConfigError("tasks.level is upstream KernelBench's (tasks=kernelbench); "
+                                  "tasks=synthetic has none: drop it")
+            return
+        defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                    for f in fields(self)}
+        changed = [k for k in self.SYNTHETIC_ONLY if getattr(self, k) != defaults[k]]
+        if changed:
+            raise ConfigError(f"tasks.{', tasks.'.join(changed)} apply to tasks=synthetic only, not "
+                              f"tasks={self.source}: drop them or use tasks=synthetic")
 
 
 @dataclass

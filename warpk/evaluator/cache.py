@@ -17,6 +17,7 @@ import threading
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from warpk.paths import default_cache_dir  # noqa: F401 - warpk.evaluator's export
 from warpk.records import EvalRecord
 
 PROTOCOL_VERSION = 6  # bump whenever a change in the protocol changes what a record means
@@ -24,10 +25,6 @@ CACHEABLE = ("ok", "static_reject", "compile_error", "runtime_error", "incorrect
 # Settings that change where or how fast things run, not what a record says.
 NOT_IN_KEY = ("task_file", "candidate_files", "candidates_dir", "cache_dir", "result_cache",
               "compile_workers", "gpus", "sampler_addr")
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("WARPK_CACHE_DIR") or Path.home() / ".cache" / "warpk")
 
 
 def _software() -> str:

@@ -55,8 +55,26 @@ def objective(stage: str, summary: dict) -> float:
     return float(value) if isinstance(value, int | float) else float("nan")
 
 
+def prepare_tasks(config: RunConfig) -> None:
+    """tasks=synthetic: generate the settings' folder once (reused from the cache after), with
+    the execution filter run in this process (warpk.evaluator.inprocess); one line says what
+    was kept and dropped."""
+    if config.tasks.source != "synthetic" or config.stage == "report":
+        return
+    from warpk.evaluator.inprocess import check_solution
+    from warpk.synthetic.suite import ensure
+    from warpk.tasks import synthetic_root, synthetic_settings
+
+    settings = synthetic_settings(config.tasks)
+    folder, m = ensure(settings, synthetic_root(config.tasks), check_solution)
+    print(f"tasks=synthetic: {m.kept} tasks {m.splits} in {folder} (drawn {m.drawn}: {m.duplicates} "
+          f"duplicates, {m.collisions} benchmark collisions dropped, {m.failed_check} failed the execution "
+          f"filter; generated in {m.seconds} s)", flush=True)
+
+
 def run_stage(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -> dict:
     """Run `config.stage`; returns its summary metrics."""
     check_available(config.stage)
+    prepare_tasks(config)
     module, _, function = RUNNERS[config.stage].partition(":")
     return getattr(importlib.import_module(module), function)(config, run_dir, log)
