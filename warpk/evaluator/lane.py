@@ -292,7 +292,7 @@ def compile_candidate(source: str, build_dir: Path, limits: Limits, env: dict[st
     """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, its last line)."""
     build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
     env = {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)}
-    worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None)
+    worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None, idle=True)
     try:
         _send_timeout(worker.sock, timeout_s)  # it reads the Load once torch is imported
         wire.send(worker.sock, wire.Load(source, device, limits.threads, compile_only=True))

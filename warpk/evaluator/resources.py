@@ -304,10 +304,16 @@ class ResourceGroup:
         self.dirs = {}
 
 
-def enter_limits(group: ResourceGroup, address_space_bytes: int = 0) -> None:
+def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, idle: bool = False) -> None:
     """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
-    cgroups, so all it spawns is born inside, then its rlimits (`address_space_bytes` 0: none)."""
+    cgroups, so all it spawns is born inside, then its rlimits (`address_space_bytes` 0: none).
+    `idle` (compile workers): SCHED_IDLE, so a build runs only on CPU time nothing else wants and
+    cannot take the trusted worker's core while it times (red team round 8); with RLIMIT_NICE 0
+    and no capability in the host's namespace it cannot leave SCHED_IDLE."""
     group.join()
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    if idle:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -11,41 +11,40 @@ come with the Go that starts the trusted clock, its outputs are checked as bytes
 process, its time is that process's clock only (evaluator v3: nothing it reports is read), and
 the reference is timed through the same harness in a worker of its own, in this same sandbox
 (warpk.evaluator.reference). This module limits what it can do to the machine.
-  Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root
-  that holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys),
-  the few /etc files they need (not /etc/shadow), this Python installation, the install
-  prefixes of the compilers on PATH (a cluster's gcc or CUDA in /opt or /apps) and the `warpk`
-  package: no $HOME, /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private,
-  empty tmpfs of at most SCRATCH_LIMIT_BYTES in the sandbox's own mount namespace, and holds
-  its working dir (also $HOME and $TMPDIR): nothing it writes there reaches the host, and it
-  goes with the sandbox; for a CUDA candidate its own build dir (a host folder: the cache per
-  source hash, shared by the compile pool and the lane, never by two live sandboxes at once:
-  warpk.evaluator.dispatch.folder_alone, red team round 6) is the only other writable place,
-  and the parent only makes that folder, never reads in it; own PID namespace (it cannot see or
-  signal other processes, and everything it spawns dies with it: `--die-with-parent`, then the
-  namespace goes); new session (no terminal injection); all capabilities dropped,
-  no_new_privs; no user namespaces of its own (bwrap 0.8+ `--disable-userns`: without it a
-  candidate can make namespaces charged to host root's per-user limits until no sandbox on the
-  host can start, corpus 56); on a GPU only its lane's device nodes (/dev/nvidia<i> + control/UVM nodes)
-  exist; a scrubbed environment (no tokens or keys), for the sandbox's init (/proc/1) too.
-  Both modes: one fresh process per candidate (nothing of one candidate can reach the next);
-  its stdout and stderr reach the parent through a pipe the parent made, drained without
-  blocking into the last 4 KiB (warpk.evaluator.hostside): the parent never opens, follows or
-  walks a path the candidate can write, and every wait of the parent has a time limit, so a
-  candidate costs its own record and its compile slot, never the lane or the run; a host
-  folder it wrote into (`process` mode) is removed without following links, at any depth;
-  wall-clock limits per step (enforced by the trusted worker, then SIGKILL of the whole
-  sandbox); host memory watched over its whole process tree (RLIMIT_AS too on CPU), no core
-  dumps, one file at most 1 TiB.
-  Resources (warpk.evaluator.resources, both modes; every record's `limits` says which apply):
-  a cgroup per sandbox, joined before exec, with memory.max counting what no RSS shows (its
-  tmpfs /tmp, memfds, shared memory: corpus 55), pids.max, and the lane's cores as its cpuset
-  (the reference worker gets the same cores, so starting more threads buys nothing).
+  Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root that
+  holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys), the few
+  /etc files they need (not /etc/shadow), this Python installation, the install prefixes of the
+  compilers on PATH (a cluster's gcc or CUDA in /opt or /apps) and the `warpk` package: no $HOME,
+  /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private, empty tmpfs of at most
+  SCRATCH_LIMIT_BYTES in the sandbox's own mount namespace, and holds its working dir (also $HOME
+  and $TMPDIR): nothing it writes there reaches the host, and it goes with the sandbox; for a CUDA
+  candidate its own build dir (a host folder: the cache per source hash, shared by the compile pool
+  and the lane, never by two live sandboxes at once: warpk.evaluator.dispatch.folder_alone, red
+  team round 6) is the only other writable place, and the parent only makes that folder, never
+  reads in it; own PID namespace (it cannot see or signal other processes, and everything it spawns
+  dies with it: `--die-with-parent`, then the namespace goes); new session (no terminal injection);
+  all capabilities dropped, no_new_privs; no user namespaces of its own (bwrap 0.8+
+  `--disable-userns`: without it a candidate can make namespaces charged to host root's per-user
+  limits until no sandbox on the host can start, corpus 56); on a GPU only its lane's device nodes
+  (/dev/nvidia<i> + control/UVM nodes) exist; a scrubbed environment (no tokens or keys), for the
+  sandbox's init (/proc/1) too.
+  Both modes: one fresh process per candidate (nothing of one candidate can reach the next); its
+  stdout and stderr reach the parent through a pipe the parent made, drained without blocking into
+  the last 4 KiB (warpk.evaluator.hostside): the parent never opens, follows or walks a path the
+  candidate can write, and every wait of the parent has a time limit, so a candidate costs its own
+  record and its compile slot, never the lane or the run; a host folder it wrote into (`process`
+  mode) is removed without following links, at any depth; wall-clock limits per step (enforced by
+  the trusted worker, then SIGKILL of the whole sandbox); host memory watched over its whole
+  process tree (RLIMIT_AS too on CPU), no core dumps, one file at most 1 TiB.
+  Resources (warpk.evaluator.resources, both modes; every record's `limits` says which apply): a
+  cgroup per sandbox, joined before exec, with memory.max counting what no RSS shows (its tmpfs
+  /tmp, memfds, shared memory: corpus 55), pids.max, and the lane's cores as its cpuset (the
+  reference worker gets the same cores, so starting more threads buys nothing).
   While the reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every
-  process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads,
-  so all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and
-  the reference is timed again after the sandbox is killed, so what freezing does not stop
-  (kernels queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
+  process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads, so
+  all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the
+  reference is timed again after the sandbox is killed, so what freezing does not stop (kernels
+  queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), its process count (RLIMIT_NPROC does not bind root) and its
   cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team round 2); the disk
@@ -57,14 +56,16 @@ the reference is timed through the same harness in a worker of its own, in this 
   updates, which the windows' random phase does not stop) and a kernel left spinning after the
   sandbox died; on a GPU lane its harness packs its outputs into the send buffer, a copy a
   candidate can rewrite itself to skip (on the CPU the trusted side reads them out of its memory:
-  corpus 51); a build in the compile pool loading the trusted workers' cores while others are timed
-  (noise, not bias: both sides of a batch run under it; at most the compile limit); byte-range
-  locks on shared read-only files signalling between live sandboxes (red team round 7; no speedup
-  made of it); in `process` mode an orphan reparented outside its tree escapes the SIGSTOP freeze
-  (not the cgroup one), and none of the namespace protections apply (it can write wherever the user
-  can, reach the network and the sampler daemon on loopback, which it can slow but not change, and
-  kill the trusted worker: a harness failure). Run untrusted code on a machine you can afford to
-  lose, or at least under bwrap.
+  corpus 51); a build in the compile pool timing its load (memory bandwidth, caches) to another's
+  batches from what the host shows every sandbox (/proc/stat's per-core times; the cgroup tree is
+  hidden and builds run SCHED_IDLE since red team round 8, which found a build that slowed the
+  trusted worker's core only while the reference ran: not turned into a reliable speedup);
+  byte-range locks on shared read-only files signalling between live sandboxes (red team round 7;
+  no speedup made of it); in `process` mode an orphan reparented outside its tree escapes the
+  SIGSTOP freeze (not the cgroup one), and none of the namespace protections apply (it can write
+  wherever the user can, reach the network and the sampler daemon on loopback, which it can slow
+  but not change, and kill the trusted worker: a harness failure). Run untrusted code on a machine
+  you can afford to lose, or at least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process): the real worker entry (torch and
 warpk.evaluator.untrusted imported by this interpreter, by the path this process was started
@@ -255,6 +256,8 @@ def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None
     mounted = [*SYSTEM_DIRS, *ETC_FILES]
     for path in mounted:
         _mount(path, cmd)
+    if os.path.isdir("/sys/fs/cgroup"):  # /sys carries the host's cgroup tree: every sandbox's state
+        cmd += ["--size", "4096", "--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"]
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if cuda and not cuda.startswith("/usr/"):
         _mount(cuda, cmd)
@@ -293,14 +296,9 @@ def _bwrap_disables_userns() -> bool:
 def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
     env.update(
-        HOME=str(home),
-        PYTHONPATH=str(PROJECT_ROOT),
-        PYTHONDONTWRITEBYTECODE="1",
-        OMP_NUM_THREADS=str(threads),
-        MKL_NUM_THREADS=str(threads),
-        TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"),
-        TRITON_CACHE_DIR=str(home / "triton"),
-        TMPDIR=str(home),
+        HOME=str(home), TMPDIR=str(home), PYTHONPATH=str(PROJECT_ROOT), PYTHONDONTWRITEBYTECODE="1",
+        OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+        TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"), TRITON_CACHE_DIR=str(home / "triton"),
         # Keep freed tensors in glibc's heap instead of unmapping and re-mapping them on every
         # call: without this, CPU timings of the bundled tasks jumped between two levels (~10x).
         MALLOC_MMAP_THRESHOLD_=str(32 * 1024 * 1024),
@@ -320,7 +318,7 @@ class UntrustedProcess:
     Its output comes through a pipe made here (`output`), never a file. `close()` when done."""
 
     def __init__(self, mode: str, home: Path | None, limits: Limits, env: dict[str, str],
-                 build_dir: Path | None = None, gpu: str | None = None):
+                 build_dir: Path | None = None, gpu: str | None = None, idle: bool = False):
         self.mode, self.limits, self.killed = mode, limits, False
         self.host_home, self.made_home = None, False
         if mode != "bwrap":
@@ -342,7 +340,7 @@ class UntrustedProcess:
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
                     enter_limits, self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's own
-                    if limits.address_space_limit else 0),
+                    if limits.address_space_limit else 0, idle),
             )
         except BaseException:
             self.group.close()
