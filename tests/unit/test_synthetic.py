@@ -145,3 +145,18 @@ def test_synthetic_settings_are_refused_for_other_sources_and_unknown_ops_before
     assert "unknown ops ['softmaxx']" in refused
     assert "apply to tasks=synthetic only" in preflight(["tasks=bundled", "tasks.max_ops=3"], gpu_names=[])
     assert set(OPS) >= {"linear", "softmax", "to_bf16"}
+
+
+def test_the_documented_generator_figures_are_the_data_files():
+    from tests.conftest import REPO
+
+    data = json.loads((REPO / "docs/data/synthetic-cpu-2026-12-05/bench_synthetic.json").read_text())
+    m, doc = data["manifest"], (REPO / "docs/training.md").read_text()
+    assert f"{m['kept']:,} tasks kept in **{data['wall_s']:.1f} s**" in doc
+    drawn = f"({m['drawn']:,} drawn: {m['duplicates']}\nduplicates, {m['collisions']} benchmark collisions"
+    assert drawn in doc
+    n = m["splits"]
+    assert f"{n['train']} train, {n['heldout']} heldout, {n['heldout_pair']} heldout_pair" in doc
+    speedups = [s["speedup"] for s in data["sandboxed"]]
+    ok = sum(s["status"] == "ok" for s in data["sandboxed"])
+    assert f"{ok}/{len(speedups)} `ok`, speedups {min(speedups):.2f}-{max(speedups):.2f}" in doc
