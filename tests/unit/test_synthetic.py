@@ -160,3 +160,18 @@ def test_the_documented_generator_figures_are_the_data_files():
     speedups = [s["speedup"] for s in data["sandboxed"]]
     ok = sum(s["status"] == "ok" for s in data["sandboxed"])
     assert f"{ok}/{len(speedups)} `ok`, speedups {min(speedups):.2f}-{max(speedups):.2f}" in doc
+
+
+def test_the_small_policys_tokenizer_learns_the_generated_suite_but_no_held_out_solution(built):
+    from warpk.policy.tiny import small_corpus
+    from warpk.trainers.common import corpus_root
+
+    folder, _ = built
+    corpus = small_corpus(folder)
+    held = [(folder / "solutions" / name / "fused.py").read_text()
+            for name, split, *_ in _tasks(folder) if split != "train"]
+    train = [(folder / "solutions" / name / "fused.py").read_text()
+             for name, split, *_ in _tasks(folder) if split == "train"]
+    assert held and not any(text in corpus for text in held) and all(text in corpus for text in train)
+    run = compose_config(["tasks=synthetic", "tasks.root=/x", "tasks.size=60", "tasks.seed=3"], [])
+    assert corpus_root(run) == synthetic_folder(run.tasks) and corpus_root(compose_config([], [])) is None

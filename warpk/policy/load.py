@@ -59,13 +59,14 @@ def require_weights(config: PolicyConfig, cache_dir: Path) -> None:
         raise _missing(config, hf_cache, "no such folder")
 
 
-def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None):
+def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None, corpus_root: Path | None = None):
     """The policy's (model, tokenizer), model on the CPU in `dtype` (default float32).
 
     Args:
         config: the `policy` group.
         cache_dir: where `tiny` is built and, without $WARPK_HF_CACHE, where hub weights live (`/hf`).
         dtype: torch dtype of the weights, e.g. torch.bfloat16 for GPU training; None = float32.
+        corpus_root: the suite folder small's tokenizer is trained on (None: the bundled suite).
 
     Raises:
         PolicyWeightsMissing: a Qwen preset whose weights are not in the local cache.
@@ -75,7 +76,7 @@ def load_policy(config: PolicyConfig, cache_dir: Path, dtype=None):
 
     dtype = dtype or torch.float32
     if config.name in LOCAL_POLICIES:
-        folder = build_tiny_policy(config, Path(cache_dir))
+        folder = build_tiny_policy(config, Path(cache_dir), corpus_root)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
         return model, tokenizer

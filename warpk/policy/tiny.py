@@ -75,8 +75,11 @@ def small_corpus(root: Path = BUNDLED_ROOT) -> list[str]:
     return [p.read_text() for p in problems + solutions] + [SYSTEM_PROMPT, RULES] * len(problems)
 
 
-def _corpus(config: PolicyConfig) -> list[str]:
-    return small_corpus() if config.name == "small" else [p.read_text() for p in corpus_files()]
+def _corpus(config: PolicyConfig, root: Path | None = None) -> list[str]:
+    """small's corpus is the suite it trains on (`root`: the bundled suite, or a generated one)."""
+    if config.name == "small":
+        return small_corpus(root or BUNDLED_ROOT)
+    return [p.read_text() for p in corpus_files()]
 
 
 def _vocab(config: PolicyConfig) -> int:
@@ -162,20 +165,22 @@ def _write(config: PolicyConfig, texts: list[str], folder: Path) -> None:
     model.save_pretrained(folder)
 
 
-def build_tiny_policy(config: PolicyConfig, cache_dir: Path) -> Path:
+def build_tiny_policy(config: PolicyConfig, cache_dir: Path, corpus_root: Path | None = None) -> Path:
     """Build an in-process policy (tiny or small) once and return its folder (reused when the
     hash matches).
 
     Args:
         config: the `policy` group; hidden_size and num_hidden_layers set the model's size.
         cache_dir: parent folder; the result is `cache_dir/<name>-<hash>`.
+        corpus_root: small's tokenizer corpus, a suite folder (problems/, solutions/); None: the
+            bundled suite. The folder's hash covers the corpus.
 
     Returns:
         A folder loadable by `AutoTokenizer.from_pretrained` and `AutoModelForCausalLM.from_pretrained`.
     """
     if config.name not in LOCAL_POLICIES:
         raise ValueError(f"policy={config.name} is not built in-process; those are {LOCAL_POLICIES}")
-    texts = _corpus(config)
+    texts = _corpus(config, corpus_root)
     cache_dir = Path(cache_dir)
     folder = cache_dir / f"{config.name}-{settings_hash(config, texts)}"
     if (folder / "model.safetensors").is_file():

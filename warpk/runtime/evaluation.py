@@ -165,22 +165,36 @@ def train_seed_name(seed: int, first: int) -> str:
     return PPO_NAME if seed == first else f"{PPO_NAME} (train seed {seed})"
 
 
+# The goal (issue: runtime control a reviewer would accept), stated before the runs that test it.
+GOAL_SAVING = 0.10  # where a static setting meets the SLA: this much less energy than the cheapest
+INFEASIBLE_ATTAINMENT_MARGIN = 0.005  # where none does: attainment at most this below static max's
+GOAL_RULES = {
+    "feasible": ">= 10% less energy per request than the cheapest static setting meeting the SLA, "
+                "at attainment >= its",
+    "infeasible": "no static setting meets the SLA: attainment >= static max's - 0.005 at energy per "
+                  "request <= 0.90 x static max's",
+}
+
+
 def verdict(
     summaries: list[PolicySummary], per_seed: dict[str, list[EpisodeResult]], ppo_name: str = PPO_NAME
 ) -> dict:
-    """A PPO policy against the best static baseline: the cheapest of STATICS meeting the SLA on
-    every seed (if none does, the one closest to it); the saving by means and paired by seed
-    (same traces: mean and 95% t-interval), the attainment difference, and the goal (>= 10% less
-    energy at equal or better attainment)."""
+    """A PPO policy against the static baselines, by the goal (GOAL_RULES, the one home of it):
+    where some static setting meets the SLA on every seed, against the cheapest of them (>= 10%
+    less energy per request at attainment >= its); where none does, against static max
+    (attainment >= static max's - 0.005, energy per request <= 0.90 x its). Also the saving by
+    means and paired by seed (same traces: mean and 95% t-interval) and the attainment difference."""
     by_name = {s.policy: s for s in summaries}
     ppo = by_name[ppo_name]
     statics = [by_name[n] for n in STATICS if n in by_name]
     meeting = [s for s in statics if s.sla_met_seeds == s.n_seeds]
     if meeting:
-        best = min(meeting, key=lambda s: s.energy_per_request_j)
-    else:
-        best = max(statics, key=lambda s: (s.sla_attainment, -s.energy_per_request_j))
-    out: dict = {"best_static_policy": best.policy}
+        rule, best = "feasible", min(meeting, key=lambda s: s.energy_per_request_j)
+    elif "static max" in by_name:
+        rule, best = "infeasible", by_name["static max"]
+    else:  # no static max among the baselines: the one closest to the SLA stands in for it
+        rule, best = "infeasible", max(statics, key=lambda s: (s.sla_attainment, -s.energy_per_request_j))
+    out: dict = {"best_static_policy": best.policy, "goal_rule": rule}
     out["ppo_energy_saving_vs_best_static"] = 1.0 - ppo.energy_per_request_j / best.energy_per_request_j
     paired = [
         1.0 - a.energy_per_request_j / b.energy_per_request_j
@@ -189,9 +203,13 @@ def verdict(
     out["ppo_paired_saving_mean"], out["ppo_paired_saving_ci95"] = mean_ci95(paired)
     out["ppo_sla_attainment_minus_best_static"] = ppo.sla_attainment - best.sla_attainment
     out["ppo_sla_met_seeds"] = ppo.sla_met_seeds
-    out["ppo_goal_met"] = bool(
-        out["ppo_energy_saving_vs_best_static"] >= 0.10 and ppo.sla_attainment >= best.sla_attainment
-    )
+    if rule == "feasible":
+        met = (out["ppo_energy_saving_vs_best_static"] >= GOAL_SAVING
+               and ppo.sla_attainment >= best.sla_attainment)
+    else:
+        met = (ppo.sla_attainment >= best.sla_attainment - INFEASIBLE_ATTAINMENT_MARGIN
+               and ppo.energy_per_request_j <= (1 - GOAL_SAVING) * best.energy_per_request_j)
+    out["ppo_goal_met"] = bool(met)
     return out
 
 

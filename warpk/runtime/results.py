@@ -23,6 +23,7 @@ from pathlib import Path
 from warpk.config import RunConfig
 from warpk.runtime.env import EpisodeResult, ServingEnv
 from warpk.runtime.evaluation import (
+    GOAL_RULES,
     METRICS,
     PolicySummary,
     across_train_seeds,
@@ -99,7 +100,7 @@ def verdict_line(out: dict, n_eval: int, tuning: bool) -> str:
         f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%} (per seed, paired: "
         f"{out['ppo_paired_saving_mean']:.1%} ± {out['ppo_paired_saving_ci95']:.1%}), SLA attainment "
         f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{n_eval} seeds -> goal "
-        "(>= 10% less energy at equal or better attainment) " + ("MET" if out["ppo_goal_met"] else "NOT met")
+        f"({GOAL_RULES[out.get('goal_rule', 'feasible')]}) " + ("MET" if out["ppo_goal_met"] else "NOT met")
         + (" on the TUNING episodes (runtime.evaluate_on=tuning): not a result" if tuning else "")
     )
 

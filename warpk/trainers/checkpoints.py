@@ -118,7 +118,8 @@ def check_checkpoint(policy: PolicyConfig, folder: Path | None = None) -> dict:
     return check_stamp(folder, policy)
 
 
-def load_trained(policy: PolicyConfig, folder: Path, cache_dir: Path, dtype=None, trainable: bool = False):
+def load_trained(policy: PolicyConfig, folder: Path, cache_dir: Path, dtype=None, trainable: bool = False,
+                 corpus_root: Path | None = None):
     """(model trained from `policy`, as saved in `folder`, tokenizer), after check_checkpoint.
 
     LoRA: the base policy with the adapter of `folder` (its weights trainable with `trainable`,
@@ -136,5 +137,5 @@ def load_trained(policy: PolicyConfig, folder: Path, cache_dir: Path, dtype=None
         return model, AutoTokenizer.from_pretrained(folder)
     from peft import PeftModel
 
-    base, tokenizer = load_policy(policy, cache_dir, dtype=dtype)
+    base, tokenizer = load_policy(policy, cache_dir, dtype=dtype, corpus_root=corpus_root)
     return PeftModel.from_pretrained(base, str(folder), is_trainable=trainable), tokenizer

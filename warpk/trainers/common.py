@@ -18,8 +18,19 @@ from warpk.config import RunConfig
 from warpk.evaluator import Evaluator, default_cache_dir
 from warpk.hardware import usable_cores
 from warpk.rewards.terms import reads_energy
+from warpk.tasks import synthetic_folder
 from warpk.trainers import distributed
 from warpk.trainers.checkpoints import ADAPTER, CHECKPOINTS, load_trained, write_stamp
+
+
+def corpus_root(config: RunConfig) -> Path | None:
+    """The suite folder an in-process policy's tokenizer learns from: the generated one under
+    tasks=synthetic, a bundled-layout tasks.root, else None (the bundled suite)."""
+    if config.tasks.source == "synthetic":
+        return synthetic_folder(config.tasks)
+    if config.tasks.source == "bundled" and config.tasks.root:
+        return Path(config.tasks.root)
+    return None
 
 
 def cache_dir(config: RunConfig) -> Path:
@@ -85,10 +96,12 @@ def load_train_policy(config: RunConfig):
     dtype = torch.float32 if config.hardware.device == "cpu" else torch.bfloat16
     if config.policy.checkpoint:
         model, tokenizer = load_trained(
-            config.policy, Path(config.policy.checkpoint), cache_dir(config), dtype=dtype, trainable=True
+            config.policy, Path(config.policy.checkpoint), cache_dir(config), dtype=dtype, trainable=True,
+            corpus_root=corpus_root(config),
         )
         return model, tokenizer, None
-    model, tokenizer = load_policy(config.policy, cache_dir(config), dtype=dtype)
+    model, tokenizer = load_policy(config.policy, cache_dir(config), dtype=dtype,
+                                   corpus_root=corpus_root(config))
     return model, tokenizer, lora_config(config.policy) if config.policy.finetune == "lora" else None
 
 

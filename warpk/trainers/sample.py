@@ -180,14 +180,15 @@ def evaluate_checkpoint(config: RunConfig, run_dir: Path) -> tuple[list[EvalReco
     completions per selected task, evaluated; (records, summary) with the arm that trained it."""
     from warpk.tasks import TaskError, load_suite
     from warpk.trainers.checkpoints import check_checkpoint, load_trained
-    from warpk.trainers.common import build_evaluator, cache_dir
+    from warpk.trainers.common import build_evaluator, cache_dir, corpus_root
 
     tasks = load_suite(config.tasks)
     if not tasks:
         raise TaskError(
             f"no tasks selected (tasks.split={config.tasks.split}, tasks.subset={config.tasks.subset})"
         )
-    model, tokenizer = load_trained(config.policy, Path(config.policy.checkpoint), cache_dir(config))
+    model, tokenizer = load_trained(config.policy, Path(config.policy.checkpoint), cache_dir(config),
+                                    corpus_root=corpus_root(config))
     if config.hardware.device == "cuda":
         model = model.to("cuda")
     k = config.train.samples_per_task
