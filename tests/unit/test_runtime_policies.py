@@ -386,3 +386,29 @@ def test_where_a_static_setting_meets_the_sla_the_goal_is_ten_percent_below_the_
         assert out["best_static_policy"] == "best static cap" and out["goal_rule"] == "feasible"
         assert out["ppo_goal_met"] is met, (ppo_energy, ppo_attainment)
     assert "cheapest static setting meeting the SLA" in verdict_line(out, 3, tuning=False)
+
+
+def test_episode_seed_families_never_overlap_across_families_run_seeds_or_episodes():
+    import dataclasses
+
+    from warpk.config import ConfigError, RunConfig
+    from warpk.runtime.evaluation import evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.seeds import MAX_RUN_SEED, RUN_STRIDE, episode_seeds
+    from warpk.runtime.selection import selection_seeds
+
+    seen: set[int] = set()
+    for family in ("heldout", "tuning", "selection", "validation"):
+        for run_seed in (0, 1, 999) + ((MAX_RUN_SEED - 1,) if family != "validation" else ()):
+            n = 1000 if family == "validation" else RUN_STRIDE
+            seeds = set(episode_seeds(family, run_seed, n))
+            assert len(seeds) == n and not seeds & seen, (family, run_seed)
+            seen |= seeds
+    with pytest.raises(ConfigError, match="run seeds 0..9999"):
+        episode_seeds("heldout", MAX_RUN_SEED, 5)
+    config = RunConfig()
+    rt = config.runtime
+    runs = {name: dataclasses.replace(config, runtime=dataclasses.replace(rt, evaluate_on=name))
+            for name in ("heldout", "tuning", "validation")}
+    held, tuning, old = (set(evaluation_seeds(runs[n])) for n in ("heldout", "tuning", "validation"))
+    assert tuning == set(tuning_seeds_of(config)) and old == {1_000_000 + i for i in range(rt.eval_seeds)}
+    assert not held & (tuning | old | set(selection_seeds(config)))  # the claim's episodes are fresh

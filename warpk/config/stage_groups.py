@@ -112,7 +112,7 @@ class RuntimeConfig(_Checked):
     eval_seeds: int = number(5, 5, 1000)  # held-out episodes every policy is evaluated on
     # heldout: every policy evaluated on the held-out episodes (the claim); tuning: on the tuning
     # episodes instead, for sweeps over the ppo_* hyper-parameters (docs/runtime.md, "Tuning")
-    evaluate_on: str = one_of("heldout", "heldout", "tuning")
+    evaluate_on: str = one_of("heldout", "heldout", "tuning", "validation")
     # PPO's hyper-parameters (warpk.runtime.ppo); the rest of its settings are fixed there
     ppo_learning_rate: float = number(3e-4, 1e-7, 1.0)
     ppo_ent_coef: float = number(0.01, 0.0, 1.0)

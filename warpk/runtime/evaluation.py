@@ -21,6 +21,7 @@ import numpy as np
 
 from warpk.config import RunConfig
 from warpk.runtime.env import EpisodeResult, ServingEnv
+from warpk.runtime.seeds import episode_seeds
 from warpk.stats import t_interval
 from warpk.tables import Cell, Table, num, text
 
@@ -35,22 +36,20 @@ class Policy(Protocol):
     def act(self, obs: np.ndarray, info: dict) -> np.ndarray: ...
 
 
-EVAL_SEED_BASE = 1_000_000  # held-out evaluation episodes
-TUNING_SEED_BASE = 2_000_000  # episodes the baselines' sweeps may look at
-
-
 def evaluation_seeds(config: RunConfig) -> list[int]:
-    """The episodes every policy is evaluated on: the runtime.eval_seeds held-out ones, never
-    trained or tuned on; with runtime.evaluate_on=tuning the tuning ones instead (a sweep of PPO's
-    hyper-parameters picks on those, so the held-out episodes stay unseen until the claim)."""
+    """The episodes every policy is evaluated on (warpk.runtime.seeds): the runtime.eval_seeds
+    held-out ones, never trained, tuned or selected on; with runtime.evaluate_on=tuning the
+    tuning ones instead (a sweep of PPO's hyper-parameters picks on those, so the held-out
+    episodes stay unseen until the claim); with =validation the old held-out set."""
     if config.runtime.evaluate_on == "tuning":
         return tuning_seeds_of(config)
-    return [EVAL_SEED_BASE + 1000 * config.seed + i for i in range(config.runtime.eval_seeds)]
+    family = "validation" if config.runtime.evaluate_on == "validation" else "heldout"
+    return episode_seeds(family, config.seed, config.runtime.eval_seeds)
 
 
 def tuning_seeds_of(config: RunConfig) -> list[int]:
     """The runtime.tuning_seeds episodes the baselines' sweeps may look at."""
-    return [TUNING_SEED_BASE + 1000 * config.seed + i for i in range(config.runtime.tuning_seeds)]
+    return episode_seeds("tuning", config.seed, config.runtime.tuning_seeds)
 
 
 def run_episode(env: ServingEnv, policy: Policy, seed: int, on_step=None) -> EpisodeResult:
@@ -139,8 +138,12 @@ def _row(s: PolicySummary) -> tuple[Cell, ...]:
 
 
 def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str, split: str = "heldout") -> str:
-    episodes = ("held-out seeds" if split == "heldout" else
-                "TUNING seeds (runtime.evaluate_on=tuning: for choosing hyper-parameters, not a result)")
+    episodes = {
+        "heldout": "held-out seeds",
+        "tuning": "TUNING seeds (runtime.evaluate_on=tuning: for choosing hyper-parameters, not a result)",
+        "validation": "VALIDATION seeds (runtime.evaluate_on=validation: the held-out set until 2026-12-05, "
+                      "looked at by three claims; reproduces old figures, not a new result)",
+    }[split]
     return (
         f"sla={sla_name} (TTFT p95 <= {ttft_s:g} s, E2E p95 <= {e2e_s:g} s); mean ± 95% t-interval over "
         f"{episodes}. SIMULATED: measured cost fit ({calibration}) with MODELLED power-cap/clock effects."

@@ -26,15 +26,14 @@ from warpk.config import RunConfig
 from warpk.runtime.baselines import static_max
 from warpk.runtime.env import ServingEnv
 from warpk.runtime.evaluation import evaluate
+from warpk.runtime.seeds import episode_seeds
 
 SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
-SELECTION_SEED_BASE = 3_000_000  # held-out episodes are 1,000,000+, tuning ones 2,000,000+
 
 
 def selection_seeds(config: RunConfig) -> tuple[int, ...]:
     """The runtime.ppo_select_episodes episodes of a run (shared by its training seeds)."""
-    base = SELECTION_SEED_BASE + 1000 * config.seed
-    return tuple(base + i for i in range(config.runtime.ppo_select_episodes))
+    return tuple(episode_seeds("selection", config.seed, config.runtime.ppo_select_episodes))
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     console.print(to_rich(table))
     (run_dir / "runtime_results.md").write_text(to_markdown(table))
     out = run_summary(summaries, per_seed, fit_error, train_s)
-    console.print(verdict_line(out, len(eval_seeds), rt.evaluate_on == "tuning"))
+    console.print(verdict_line(out, len(eval_seeds), "" if rt.evaluate_on == "heldout" else rt.evaluate_on))
 
     sections = []
     if len(models) > 1:
