@@ -29,7 +29,8 @@ from warpk.__main__ import compose_config  # noqa: E402
 from warpk.runtime.baselines import static_max  # noqa: E402
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 from warpk.runtime.evaluation import run_episode, tuning_seeds_of  # noqa: E402
-from warpk.runtime.ppo import PPOPolicy, train_for_run  # noqa: E402
+from warpk.runtime.policies import PPOPolicy  # noqa: E402
+from warpk.runtime.ppo import train_for_run  # noqa: E402
 from warpk.runtime.selection import selection_seeds  # noqa: E402
 
 

@@ -31,7 +31,8 @@ from warpk.__main__ import compose_config  # noqa: E402
 from warpk.runtime import baselines  # noqa: E402
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 from warpk.runtime.evaluation import evaluate, tuning_seeds_of  # noqa: E402
-from warpk.runtime.ppo import PPOPolicy, hyperparameters, train_ppo  # noqa: E402
+from warpk.runtime.policies import PPOPolicy  # noqa: E402
+from warpk.runtime.ppo import hyperparameters, train_ppo  # noqa: E402
 
 VARIANTS = ("plain", "sampled", "cap700", "load", "normalised", "normalised-cap700")
 LOAD_RANGE = (0.75, 1.5)

@@ -144,3 +144,41 @@ def test_no_module_is_over_400_lines_and_no_stage_over_120():
     stages = [f"{p.name}: {n}" for p in (PACKAGE / "stages").glob("*.py")
               if (n := len(p.read_text().splitlines())) > 120]  # fmt: skip
     assert not stages
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """warpk's modules and the warpk modules each imports, at any depth of its code."""
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in names.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("warpk"):
+                deps |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names else node.module
+                         for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("warpk")}
+        graph[name] = {d for d in deps if d in names and d != name}
+    return graph
+
+
+def test_no_import_cycle_among_warpks_modules():
+    graph, cycles = _module_graph(), []
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo += graph[node]
+        return False
+
+    for module, deps in graph.items():
+        cycles += [f"{module} <-> {dep}" for dep in deps if reaches(dep, module)]
+    assert not cycles  # a lazy import inside a function is a cycle too

@@ -9,7 +9,8 @@ from tests.conftest import run_warpk
 from tests.unit.test_runtime_env import FIXTURE, make_env
 from warpk.runtime import baselines
 from warpk.runtime.evaluation import evaluate, mean_ci95, summarize
-from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_ppo
+from warpk.runtime.policies import PPOPolicy, RandomPolicy
+from warpk.runtime.ppo import train_ppo
 from warpk.tracking import read_offline_run
 
 SEEDS = [11, 12, 13, 14, 15]

@@ -6,6 +6,7 @@ import torch
 from tests.unit.test_runtime_env import make_env
 from warpk.runtime import ppo
 from warpk.runtime.evaluation import evaluate
+from warpk.runtime.policies import PPOPolicy
 from warpk.runtime.selection import Checkpoint
 
 
@@ -40,7 +41,7 @@ def test_the_model_returned_is_the_chosen_checkpoint_with_its_own_statistics(mon
     assert any(not torch.equal(a, c) for a, c in pairs)
     # ... with the observation statistics of that moment, frozen for evaluation
     assert chosen.get_env().obs_rms.count < last.get_env().obs_rms.count
-    again = evaluate(make_env(episode_steps=12), ppo.PPOPolicy(chosen), list(seeds))
+    again = evaluate(make_env(episode_steps=12), PPOPolicy(chosen), list(seeds))
     assert np.mean([r.sla_attainment for r in again]) == chosen.selection.best.sla_attainment
     assert np.mean([r.energy_per_request_j for r in again]) == chosen.selection.best.energy_per_request_j
 

@@ -17,5 +17,11 @@ from __future__ import annotations
 HARNESS_ERROR = "harness_error"
 
 
+class HarnessError(Exception):
+    """Inside the trusted worker: our side failed (the task's reference cannot be loaded, built or
+    run, the reference worker died, the worker's memory cannot be read): never the candidate's
+    verdict. The worker answers HARNESS_ERROR and the parent stops the run on it."""
+
+
 class HarnessFailure(RuntimeError):
     """The evaluator, not the candidate, failed; the message is one line that names the task."""

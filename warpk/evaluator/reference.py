@@ -22,15 +22,11 @@ import os
 
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict
+from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import FreezeError, Freezer
 from warpk.evaluator.remote import wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
 from warpk.evaluator.timing_phase import AloneTimes
-
-
-class HarnessError(Exception):
-    """Our side failed (the task's reference cannot be loaded, built or run, the reference
-    worker died): never the candidate's verdict. The parent stops the run on it."""
 
 
 @contextlib.contextmanager

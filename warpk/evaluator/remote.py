@@ -19,6 +19,7 @@ import os
 import time
 from pathlib import Path
 
+from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.protocol import ProtocolError
 
 IOV_MAX = 1024
@@ -83,8 +84,6 @@ def check_readable(pid: int) -> None:
     """The trusted side can read the worker's memory (HarnessError, with what to do, if not):
     checked before the candidate loads, so a machine that refuses it (Yama ptrace_scope, no
     CAP_SYS_PTRACE) stops the run instead of scoring every candidate `crashed`."""
-    from warpk.evaluator.reference import HarnessError
-
     try:
         first = Path(f"/proc/{pid}/maps").read_text().split("-", 1)[0]
         probe = ctypes.create_string_buffer(1)

@@ -25,17 +25,12 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, fingerprint, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies
+from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import Freezer, NoFreeze
 from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
 from warpk.evaluator.profile import Stopwatch
-from warpk.evaluator.reference import (
-    GuardedSide,
-    HarnessError,
-    ReferenceWorkers,
-    out_of_memory,
-    reference_failures,
-)
+from warpk.evaluator.reference import GuardedSide, ReferenceWorkers, out_of_memory, reference_failures
 from warpk.evaluator.remote import check_readable, wait_worker_pid
 from warpk.evaluator.steps import Correctness, Steps, work_of
 from warpk.evaluator.timing_phase import Timing, calls_per_batch, needs_alone, reference_alone, time_batches

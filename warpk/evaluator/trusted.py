@@ -43,9 +43,10 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies
+from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import FreezeError
 from warpk.evaluator.link import one_line
-from warpk.evaluator.reference import HarnessError, ReferenceWorkers
+from warpk.evaluator.reference import ReferenceWorkers
 from warpk.evaluator.session import Session
 
 

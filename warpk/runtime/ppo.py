@@ -1,4 +1,5 @@
-"""M4: PPO (stable-baselines3) on `ServingEnv`, and the trained policy as an evaluation `Policy`.
+"""M4: PPO (stable-baselines3) on `ServingEnv` (the trained policy acts as
+warpk.runtime.policies.PPOPolicy).
 
 Training episodes come from the environments' own random streams, seeded once from the training
 seed (copy i of `runtime.ppo_envs` with seed + i; `train_seeds_of` for runtime.ppo_seeds > 1);
@@ -17,9 +18,6 @@ Non-goals: no hyperparameter search here (benchmarks/tune_runtime.py); no recurr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import numpy as np
 
 from warpk.config import RunConfig, RuntimeConfig
 from warpk.runtime.env import ServingEnv
@@ -156,38 +154,3 @@ def train_for_run(
     rt = config.runtime
     return train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds_of(config), rt.ppo_envs, progress,
                            hyperparameters(rt), rt.ppo_normalize, selection_seeds(config))  # fmt: skip
-
-
-@dataclass
-class PPOPolicy:
-    """A trained PPO model acting deterministically (the mode of its action distribution), on
-    observations scaled as in training when it trained under VecNormalize."""
-
-    model: object
-    name: str = "M4 PPO"
-    scale: Callable[[np.ndarray], np.ndarray] | None = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:  # the frozen VecNormalize statistics, when it trained under them
-        self.scale = getattr(self.model.get_env(), "normalize_obs", None)
-
-    def reset(self, env: ServingEnv) -> None:
-        pass
-
-    def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
-        action, _ = self.model.predict(obs if self.scale is None else self.scale(obs), deterministic=True)
-        return np.asarray(action, dtype=np.int64)
-
-
-@dataclass
-class RandomPolicy:
-    """Uniformly random actions from a seeded generator (the floor a trained policy must clear)."""
-
-    seed: int = 0
-    name: str = "random"
-
-    def reset(self, env: ServingEnv) -> None:
-        self.space = env.action_space
-        self.rng = np.random.default_rng(self.seed)
-
-    def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
-        return self.rng.integers(0, self.space.nvec)

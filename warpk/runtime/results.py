@@ -33,7 +33,7 @@ from warpk.runtime.evaluation import (
     train_seeds_table,
     verdict,
 )
-from warpk.runtime.ppo import PPOPolicy
+from warpk.runtime.policies import PPOPolicy
 from warpk.runtime.sensitivity import sensitivity_rows, sensitivity_table
 from warpk.tables import Table
 

@@ -26,6 +26,7 @@ from warpk.config import RunConfig
 from warpk.runtime.baselines import static_max
 from warpk.runtime.env import ServingEnv
 from warpk.runtime.evaluation import evaluate
+from warpk.runtime.policies import PPOPolicy
 from warpk.runtime.seeds import episode_seeds
 
 SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
@@ -80,8 +81,6 @@ class Selection:
                 np.array([r.sla_attainment for r in results]))  # fmt: skip
 
     def consider(self, model, timesteps: int) -> None:
-        from warpk.runtime.ppo import PPOPolicy  # ppo.py imports this module
-
         energy_j, attainment = self._run(PPOPolicy(model))
         below = int(np.sum(attainment < self.static_max_attainment))
         checkpoint = Checkpoint(timesteps, float(energy_j.mean()), float(attainment.mean()),

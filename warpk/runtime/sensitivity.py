@@ -25,7 +25,7 @@ from warpk.runtime import baselines
 from warpk.runtime.calibration import load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
 from warpk.runtime.evaluation import evaluate, evaluation_seeds, pm, summarize, tuning_seeds_of, verdict
-from warpk.runtime.ppo import PPOPolicy
+from warpk.runtime.policies import PPOPolicy
 from warpk.tables import Cell, Table, num, text
 
 SHARES = (0.0, 0.25, 0.5)

@@ -40,7 +40,8 @@ from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluate, evaluation_seeds
 from warpk.runtime.hrl_results import M4, M5, gain_table, hrl_summary, kernel_table, markdown
 from warpk.runtime.hrl_rounds import alternate, file_records
-from warpk.runtime.ppo import PPOPolicy, hyperparameters, new_ppo
+from warpk.runtime.policies import PPOPolicy
+from warpk.runtime.ppo import hyperparameters, new_ppo
 from warpk.runtime.results import record_episodes
 from warpk.tables import to_rich
 

@@ -39,7 +39,8 @@ from warpk.runtime.actuators import actuator_for
 from warpk.runtime.calibration import heldout_error
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
-from warpk.runtime.ppo import PPOPolicy, RandomPolicy, train_for_run, train_seeds_of
+from warpk.runtime.policies import PPOPolicy, RandomPolicy
+from warpk.runtime.ppo import train_for_run, train_seeds_of
 from warpk.runtime.results import (
     run_policies,
     run_summary,
@@ -98,9 +99,8 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         summaries, per_seed = run_policies(
             env, policies, eval_seeds, actuator_for(config.runtime), run_dir / "runtime_results.jsonl", log
         )
-    title = f"M4 PPO versus baselines, sla={sla.name}"
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
-    table = policy_table(summaries, title, note)
+    table = policy_table(summaries, f"M4 PPO versus baselines, sla={sla.name}", note)
     console.print(to_rich(table))
     (run_dir / "runtime_results.md").write_text(to_markdown(table))
     out = run_summary(summaries, per_seed, fit_error, train_s)
