@@ -102,7 +102,11 @@ def compose_config(overrides: list[str], gpu_names: list[str] | None = None) -> 
         return compose_job(lambda ov: compose("config", overrides=ov), list(overrides), gpu_names)
 
 
-RENAMED = {"runtime.gpu": "hardware@runtime.served (h200 | h100)"}  # old key -> what replaced it
+RENAMED = {  # old key -> what replaced it
+    "runtime.gpu": "use hardware@runtime.served (h200 | h100)",
+    "runtime.deploy_margin": "M5 deploys by the evaluator's one rule of faster (records.faster: speedup_low "
+                             "> 1 + records.SPEED_BIAS_MARGIN), with nothing to set",
+}
 
 
 def _explain(err: BaseException) -> str:
@@ -124,7 +128,7 @@ def _explain(err: BaseException) -> str:
     if unknown:
         key = unknown.group(1)
         if key in RENAMED:
-            return f"{key} is no longer a key: use {RENAMED[key]}"
+            return f"{key} is no longer a key: {RENAMED[key]}"
         return f"{key} is not a config key (`python -m warpk --cfg job` lists them)"
     return " ".join(str(err).split())
 

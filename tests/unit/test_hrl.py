@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import hardware_profile, run_warpk
 from warpk.config import RuntimeConfig, SlaConfig
 from warpk.paths import REPO
-from warpk.records import EvalRecord, read_records
+from warpk.records import EvalRecord, faster, read_records
 from warpk.runtime import hrl
 from warpk.runtime.calibration import CostModel, PhaseScale, fit_costs, load_calibration
 from warpk.runtime.env import ServingEnv
@@ -200,16 +200,19 @@ def test_stage_hrl_with_measured_records_changes_the_env_and_refuses_cpu_records
     assert "none measured on the served GPU" in refused.stderr
 
 
-def test_a_kernel_is_deployed_only_beyond_noise_and_never_over_a_served_fused_op():
-    def deployed(*records, margin=0.03):
-        return {k.op_class for k in hrl.choose_kernels({"t": list(records)}, margin).values() if k.deployed}
+def test_a_kernel_is_deployed_only_when_the_evaluator_calls_it_faster_and_never_over_a_served_fused_op():
+    def deployed(*records):
+        return {k.op_class for k in hrl.choose_kernels({"t": list(records)}).values() if k.deployed}
 
-    assert deployed(record("09_matmul", speedup=1.02)) == set()  # no interval: inside the 3% margin
-    assert deployed(record("09_matmul", speedup=1.02), margin=0.01) == {"matmul"}
-    # with an interval, it decides, not the point estimate or the margin
+    # one rule, the evaluator's (records.faster): the interval's low end above 1 + SPEED_BIAS_MARGIN
     assert deployed(replace(record("09_matmul", speedup=1.5), speedup_low=0.98, speedup_high=2.0)) == set()
-    narrow = replace(record("09_matmul", speedup=1.02), speedup_low=1.01, speedup_high=1.03)
-    assert deployed(narrow) == {"matmul"}
+    copy = replace(record("09_matmul", speedup=1.09), speedup_low=1.08, speedup_high=1.10)
+    assert deployed(copy) == set()  # a reference copy's interval reaches 1.08: not deployed
+    clear = replace(record("09_matmul", speedup=1.3), speedup_low=1.12, speedup_high=1.5)
+    assert deployed(clear) == {"matmul"}
+    assert hrl.beats_reference(clear) == faster(clear)
+    assert not hrl.beats_reference(replace(clear, status="incorrect", error="wrong output"))
+    assert deployed(record("09_matmul", speedup=1.05)) == set()  # no interval: the point, same margin
     for fused in hrl.SERVED_FUSED:  # the served model runs these through SDPA already
         kernels = hrl.choose_kernels({"t": [record(fused, speedup=4.0)]})
         assert kernels["attention"].speedup == 1.0 and not kernels["attention"].deployed

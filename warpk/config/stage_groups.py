@@ -136,9 +136,6 @@ class RuntimeConfig(_Checked):
     hrl_ppo_timesteps: int = number(9600, 1, 100_000_000)  # PPO control steps per round
     hrl_joint_timesteps: int = number(4800, 0, 100_000_000)  # the last PPO round, final cost model
     kernel_records: str | None = None  # records.jsonl of kernels measured on the served GPU (+ the policy's)
-    # A kernel is deployed only when its speedup interval (speedup_low) is above 1; a record without
-    # an interval (written before evaluator v2) needs speedup > 1 + this margin instead
-    deploy_margin: float = number(0.03, 0.0, 1.0)
 
     def check(self) -> None:
         if not self.concurrency_choices or any(

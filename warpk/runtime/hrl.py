@@ -10,9 +10,10 @@
    concurrency with mean context). Energy shares are taken equal to time shares (MODELLED: equal
    power across op classes).
 3. Deployment (the high-level choice, a fixed rule: nothing here learns): per task, the fastest
-   CORRECT (status ok) candidate on the served GPU is deployed if it beats the reference beyond
-   noise (`beats_reference`: its speedup interval above 1, or without an interval a speedup above
-   1 + runtime.deploy_margin), else the reference stays. Tasks whose op the served model already
+   CORRECT (status ok) candidate on the served GPU is deployed if it is faster by the evaluator's
+   one rule (`warpk.records.faster`: the low end of its speedup interval above 1 +
+   SPEED_BIAS_MARGIN, which covers the two processes' bias as well as noise), else the reference
+   stays. Tasks whose op the served model already
    runs as a fused library kernel (`SERVED_FUSED`: attention through SDPA) are never deployed: their
    reference is naive PyTorch, so beating it says nothing about beating what is served. A class's
    speedup is the geometric mean over its tasks present in the records (reference = 1).
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.config import HardwareConfig, RuntimeConfig
-from warpk.records import EvalRecord, geometric_mean
+from warpk.records import EvalRecord, faster, geometric_mean
 from warpk.runtime.calibration import PhaseScale
 
 OP_CLASSES = ("matmul", "attention", "norm", "activation")
@@ -68,14 +69,9 @@ SERVED_FUSED = {
 }
 
 
-def beats_reference(record: EvalRecord, margin: float) -> bool:
-    """A correct record faster than its reference beyond noise: the low end of its speedup interval
-    is above 1; a record without an interval must be faster by more than `margin` (0.03 = 3%)."""
-    if record.status != "ok" or not record.speedup:
-        return False
-    if record.speedup_low is not None:
-        return record.speedup_low > 1.0
-    return record.speedup > 1.0 + margin
+def beats_reference(record: EvalRecord) -> bool:
+    """A correct record faster than its reference by the evaluator's rule (records.faster)."""
+    return record.status == "ok" and bool(record.speedup) and faster(record)
 
 
 def op_class(task_id: str) -> str | None:
@@ -175,9 +171,9 @@ def usable(records: list[EvalRecord], gpu: str) -> tuple[list[EvalRecord], list[
     return keep, notes
 
 
-def choose_kernels(sources: dict[str, list[EvalRecord]], margin: float = 0.03) -> dict[str, ClassKernel]:
-    """Per op class: deploy, per task, the fastest correct candidate beating the reference beyond
-    noise (`beats_reference` with `margin`); SERVED_FUSED tasks keep the served kernel.
+def choose_kernels(sources: dict[str, list[EvalRecord]]) -> dict[str, ClassKernel]:
+    """Per op class: deploy, per task, the fastest correct candidate faster than the reference
+    (`beats_reference`); SERVED_FUSED tasks keep the served kernel.
 
     `sources` maps a label ("policy round 1", "records file") to records already on the served GPU.
     """
@@ -189,7 +185,7 @@ def choose_kernels(sources: dict[str, list[EvalRecord]], margin: float = 0.03) -
             if c is None:
                 continue
             seen[c].add(r.task_id)
-            if r.task_id.rsplit("/", 1)[-1] in SERVED_FUSED or not beats_reference(r, margin):
+            if r.task_id.rsplit("/", 1)[-1] in SERVED_FUSED or not beats_reference(r):
                 continue
             if r.task_id not in best or r.speedup > best[r.task_id][0]:
                 best[r.task_id] = (r.speedup, r, label)

@@ -96,7 +96,7 @@ def alternate(config: RunConfig, run_dir: Path, arms, shares, sources: dict, not
     rt = config.runtime
     m5_env, m5_model, m4_model = arms
     policy_ok, scale = 0, PhaseScale()
-    kernels = hrl.choose_kernels(sources, rt.deploy_margin)
+    kernels = hrl.choose_kernels(sources)
     done = 0
     for r in range(1, rt.hrl_rounds + 1):
         if rt.hrl_grpo:
@@ -108,7 +108,7 @@ def alternate(config: RunConfig, run_dir: Path, arms, shares, sources: dict, not
             sources[f"policy round {r}"] = on_gpu
             say(f"round {r}: GRPO policy wrote {len(records)} candidates for {len(served_tasks(config))} "
                 f"served-op tasks, {sum(x.status == 'ok' for x in records)} correct")  # fmt: skip
-        kernels = hrl.choose_kernels(sources, rt.deploy_margin)
+        kernels = hrl.choose_kernels(sources)
         scale = hrl.kernel_scale(kernels, shares)
         m5_env.set_kernel_scale(scale)
         log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
