@@ -19,6 +19,7 @@ from tests.conftest import REPO
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator, dispatch
 from warpk.evaluator.lane import Lane
+from warpk.evaluator.resources import cgroup2_root
 from warpk.tasks import load_task_file
 
 pytestmark = pytest.mark.slow  # four imports of 2 s each, one after another
@@ -78,3 +79,29 @@ def test_no_build_of_a_folder_overlaps_a_measurement_of_it(tmp_path, monkeypatch
     for b_start, b_end, _ in spans["build"]:
         for m_start, m_end, _ in spans["measure"]:
             assert b_end <= m_start or m_end <= b_start, (spans, "a build overlapped a measurement")
+
+
+@pytest.mark.skipif(cgroup2_root() is None, reason="no writable cgroup v2: the pool is not frozen here")
+def test_the_compile_pool_is_frozen_through_every_timed_batch(tmp_path, monkeypatch):
+    # Red team round 9: a build in the compile pool that loaded the trusted worker's core only
+    # while the reference was timed gave a copy 1.9x. The lane freezes the pool while it times.
+    monkeypatch.setenv("WARPK_WORKER_LOGS", str(tmp_path / "logs"))
+    (tmp_path / "logs").mkdir()
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
+    hardware = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+    protocol = EvaluateConfig(result_cache=False, timing_batches=3, batch_target_ms=5.0,
+                              cache_dir=str(tmp_path / "cache"), memory_limit_gb=2.0)
+    task = load_task_file(REPO / "kernelbench" / "problems" / "01_softmax.py")
+    honest = (REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py").read_text()
+    with Evaluator(protocol, hardware, lanes=[""]) as evaluator:
+        (record,) = evaluator.evaluate_many([EvalItem(task, honest, "honest.py")])
+    assert record.status == "ok", record.error
+    (log,) = [p for p in (tmp_path / "logs").glob("*.txt") if "compile pool" in p.read_text()]
+    events = [line for line in log.read_text().splitlines() if line.startswith(("compile pool", "batch "))]
+    batches = [i for i, line in enumerate(events) if line.startswith("batch ")]
+    assert batches, events
+    frozen = [i for i, line in enumerate(events) if line == "compile pool frozen"]
+    thawed = [i for i, line in enumerate(events) if line == "compile pool thawed"]
+    for b in batches:  # every timed batch inside a frozen span
+        assert any(f < b and not any(f < t < b for t in thawed) for f in frozen), events
+    assert events[-1] == "compile pool thawed"

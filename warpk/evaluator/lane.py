@@ -39,6 +39,7 @@ from pathlib import Path
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
 from warpk.evaluator.hostside import OutputTail, remove_tree
+from warpk.evaluator.pool_gate import run_gate
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.sandbox import KILL_WAIT_S, PROJECT_ROOT, Limits, UntrustedProcess, worker_env
 
@@ -109,7 +110,8 @@ class TrustedProcess:
         self.home = Path(tempfile.mkdtemp(prefix="warpk-trusted-"))
         self.sock, child = socket.socketpair()
         _send_timeout(self.sock, REQUEST_TIMEOUT_S)
-        env = worker_env(self.home, self.threads, {**self.env, "WARPK_PARENT_FD": str(child.fileno())})
+        env = worker_env(self.home, self.threads,
+                         {**self.env, **run_gate(), "WARPK_PARENT_FD": str(child.fileno())})
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
@@ -292,7 +294,7 @@ def compile_candidate(source: str, build_dir: Path, limits: Limits, env: dict[st
     """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, its last line)."""
     build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
     env = {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)}
-    worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None, idle=True)
+    worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None, pool=True)
     try:
         _send_timeout(worker.sock, timeout_s)  # it reads the Load once torch is imported
         wire.send(worker.sock, wire.Load(source, device, limits.threads, compile_only=True))

@@ -28,6 +28,7 @@ Non-goals: no freezing (warpk.evaluator.freeze, which reuses a v2 group made her
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import resource
@@ -161,6 +162,48 @@ def placement() -> tuple[str, dict[str, Path]]:
     return method, bases
 
 
+POOL_PREFIX = "pool-"  # the compile pool's group of one run: pool-<pid of the run>
+
+
+@functools.cache
+def pool_group() -> Path | None:
+    """This run's compile-pool group in the cgroup v2 hierarchy (<root>/warpk/pool-<pid>), which
+    the lanes freeze while they time (warpk.evaluator.pool_gate); None where none can be made.
+    Where the sandboxes' limits are cgroup v2 it delegates them, so each compile sandbox's group
+    is made inside it."""
+    root = cgroup2_root()
+    if root is None:
+        return None
+    base = root / "warpk"
+    for stale in base.glob(f"{POOL_PREFIX}*"):  # a killed run's, once its process is gone
+        pid = stale.name.removeprefix(POOL_PREFIX)
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            for group in [*stale.glob(f"{GROUP_PREFIX}*"), stale]:
+                try:
+                    group.rmdir()
+                except OSError:
+                    pass
+    group = base / f"{POOL_PREFIX}{os.getpid()}"
+    try:
+        group.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    atexit.register(_remove_pool, group)
+    method, bases = placement()
+    if method == "cgroup2":
+        _write(group / "cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS if c in bases))
+    return group
+
+
+def _remove_pool(group: Path) -> None:
+    """At exit: the pool group and its emptied sandbox groups (a later run sweeps what is left)."""
+    for path in [*group.glob(f"{GROUP_PREFIX}*"), group]:
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+
+
 def describe() -> str:
     """What every record's `limits` says: e.g. 'cgroup1: memory, pids, cpuset' or 'none'."""
     method, bases = placement()
@@ -199,9 +242,16 @@ class ResourceGroup:
     """The cgroups of one sandbox: made with limits here, joined by the worker (`join` in its
     preexec), removed by `close` once its processes are gone."""
 
-    def __init__(self, memory_bytes: int, cores: tuple[int, ...] = ()):
-        """`memory_bytes`: memory.max (0: none); `cores`: its cpuset (empty: none)."""
+    def __init__(self, memory_bytes: int, cores: tuple[int, ...] = (), pool: bool = False):
+        """`memory_bytes`: memory.max (0: none); `cores`: its cpuset (empty: none); `pool`: a
+        compile sandbox, inside the run's pool group (`pool_group`) the lanes freeze."""
         self.method, bases = placement()
+        self.pool_procs: str | None = None  # the pool group's, joined besides v1 groups
+        pooled = pool_group() if pool else None
+        if pooled is not None and self.method == "cgroup2":
+            bases = {c: pooled for c in bases}
+        elif pooled is not None:
+            self.pool_procs = str(pooled / "cgroup.procs")
         self.cpusets = "cpuset" in bases  # whether this host pins sandboxes to cores at all
         self.memory_bytes = memory_bytes
         self.dirs: dict[str, Path] = {}
@@ -253,7 +303,7 @@ class ResourceGroup:
     def join(self) -> None:
         """Runs in the worker's first process before exec: into every group."""
         pid = str(os.getpid())
-        for procs in self.procs:
+        for procs in (*self.procs, *([self.pool_procs] if self.pool_procs else [])):
             with open(procs, "w") as f:
                 f.write(pid)
 
@@ -304,16 +354,11 @@ class ResourceGroup:
         self.dirs = {}
 
 
-def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, idle: bool = False) -> None:
+def enter_limits(group: ResourceGroup, address_space_bytes: int = 0) -> None:
     """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
-    cgroups, so all it spawns is born inside, then its rlimits (`address_space_bytes` 0: none).
-    `idle` (compile workers): SCHED_IDLE, so a build runs only on CPU time nothing else wants and
-    cannot take the trusted worker's core while it times (red team round 8); with RLIMIT_NICE 0
-    and no capability in the host's namespace it cannot leave SCHED_IDLE."""
+    cgroups, so all it spawns is born inside, then its rlimits (`address_space_bytes` 0: none)."""
     group.join()
     resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
-    if idle:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

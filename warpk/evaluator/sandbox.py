@@ -56,10 +56,11 @@ the reference is timed through the same harness in a worker of its own, in this 
   updates, which the windows' random phase does not stop) and a kernel left spinning after the
   sandbox died; on a GPU lane its harness packs its outputs into the send buffer, a copy a
   candidate can rewrite itself to skip (on the CPU the trusted side reads them out of its memory:
-  corpus 51); a build in the compile pool timing its load (memory bandwidth, caches) to another's
-  batches from what the host shows every sandbox (/proc/stat's per-core times; the cgroup tree is
-  hidden and builds run SCHED_IDLE since red team round 8, which found a build that slowed the
-  trusted worker's core only while the reference ran: not turned into a reliable speedup);
+  corpus 51); where no cgroup v2 group can be made, a build in the compile pool timing its load to
+  the reference's batches (elsewhere the lanes freeze the pool while they time,
+  warpk.evaluator.pool_gate: red team round 9 got 1.9x for a copy that way; what a sandbox can
+  still read of the others, /proc/stat's per-core times and locks on shared files, then has nothing
+  running to act on, except on a multi-lane host another lane's candidate, loading the memory bus);
   byte-range locks on shared read-only files signalling between live sandboxes (red team round 7;
   no speedup made of it); in `process` mode an orphan reparented outside its tree escapes the
   SIGSTOP freeze (not the cgroup one), and none of the namespace protections apply (it can write
@@ -318,7 +319,7 @@ class UntrustedProcess:
     Its output comes through a pipe made here (`output`), never a file. `close()` when done."""
 
     def __init__(self, mode: str, home: Path | None, limits: Limits, env: dict[str, str],
-                 build_dir: Path | None = None, gpu: str | None = None, idle: bool = False):
+                 build_dir: Path | None = None, gpu: str | None = None, pool: bool = False):
         self.mode, self.limits, self.killed = mode, limits, False
         self.host_home, self.made_home = None, False
         if mode != "bwrap":
@@ -332,7 +333,7 @@ class UntrustedProcess:
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
         rss_limit = int(limits.memory_limit_gb * 1024**3)
-        self.group = ResourceGroup(rss_limit + MEMORY_HEADROOM_BYTES if rss_limit else 0, limits.cores)
+        self.group = ResourceGroup(rss_limit + MEMORY_HEADROOM_BYTES if rss_limit else 0, limits.cores, pool)
         try:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
@@ -340,7 +341,7 @@ class UntrustedProcess:
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
                     enter_limits, self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's own
-                    if limits.address_space_limit else 0, idle),
+                    if limits.address_space_limit else 0),
             )
         except BaseException:
             self.group.close()

@@ -29,6 +29,7 @@ from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import Freezer, NoFreeze
 from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
+from warpk.evaluator.pool_gate import PoolGate
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.reference import GuardedSide, ReferenceWorkers, out_of_memory, reference_failures
 from warpk.evaluator.remote import check_readable, wait_worker_pid
@@ -62,6 +63,7 @@ class Session(Link):
         self.constants = {
             k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
         }
+        self.pool = PoolGate.from_env()  # the run's compile pool, frozen while this lane times
         self.found = Steps(dev.name)  # each step's result (steps.py), the record made from them
         self.ref_link: Link | None = None
         self.freezer: Freezer | None = None
@@ -214,8 +216,9 @@ class Session(Link):
             check_correct(self.torch, ref_out, out, s, where)
 
         big = io_bytes > BIG_IO_BYTES
-        return time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
-                            verify, k, s.timing_batches, big, self.torch)
+        with self.pool.hold():  # no compile sandbox runs meanwhile (pool_gate)
+            return time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
+                                verify, k, s.timing_batches, big, self.torch)
 
     def confirmed_call_ms(self) -> float:
         """The candidate's time per call as timed, less the delivery the reference's round trip
@@ -240,7 +243,7 @@ class Session(Link):
             raise Verdict("crashed", "the candidate's sandbox did not end when killed")
         batches = max(3, self.s.timing_batches // 2)
         self.ref_link.phase = "timing alone"
-        with self.reference_side("timing alone"):
+        with self.reference_side("timing alone"), self.pool.hold():
             alone = reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches)
         self.references.alone.add(key, alone)
         return alone

@@ -1,0 +1,100 @@
+"""Nothing of the compile pool runs while anything is timed (red team round 9).
+
+The compile pool imports candidates (and builds their extensions) in sandboxes on the cores the
+trusted workers use. A build that knows when a reference is being timed (a lock on a shared file,
+/proc/stat's per-core times) can load those cores and the memory bus then, and only then: a copy
+of the reference reached 1.9x on CPU that way, and a CPU weight or SCHED_IDLE does not stop it
+(every sandbox is a session, so an autogroup of its own; the bus is shared anyway). So the run's
+compile sandboxes live in one cgroup v2 group (`warpk.evaluator.resources.pool_group`), and a
+lane's trusted worker freezes that group, confirmed, for as long as it times (`PoolGate.hold`:
+its candidate's and its reference's batches, and the reference alone). With several lanes the
+group stays frozen until the last of them is done: each holds a shared flock on the run's gate
+file while it times, and only a lane that then gets the lock exclusively thaws the group.
+
+Where no cgroup v2 group can be made (`pool_group` None), the gate holds nothing and
+`available` is False: the threat model says so (warpk.evaluator.sandbox).
+
+Non-goals: no freezing of the candidate itself (warpk.evaluator.freeze), no placement.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import functools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from warpk.evaluator.errors import HarnessError
+from warpk.evaluator.freeze import CONFIRM_TIMEOUT_S, POLL_S
+from warpk.evaluator.resources import pool_group
+
+GROUP_ENV, GATE_ENV = "WARPK_POOL_GROUP", "WARPK_POOL_GATE"  # set for the trusted workers by the lanes
+
+
+def _debug(line: str) -> None:
+    if os.environ.get("WARPK_DEBUG_TIMING"):  # with WARPK_WORKER_LOGS: the trusted worker's log
+        print(line, file=sys.stderr, flush=True)
+
+
+@functools.cache
+def run_gate() -> dict[str, str]:
+    """What a lane adds to its trusted worker's environment: the run's pool group and its gate
+    file (in a private folder of this process, removed at exit); {} where there is no group."""
+    group = pool_group()
+    if group is None:
+        return {}
+    folder = tempfile.mkdtemp(prefix="warpk-pool-")
+    atexit.register(shutil.rmtree, folder, True)
+    return {GROUP_ENV: str(group), GATE_ENV: str(Path(folder) / "gate")}
+
+
+class PoolGate:
+    """The run's compile pool as a timing lane sees it: `hold()` keeps it frozen meanwhile."""
+
+    def __init__(self, group: str | None, gate: str | None):
+        self.group = Path(group) if group else None
+        self.gate = Path(gate) if gate else None
+        self.available = self.group is not None and self.gate is not None
+
+    @classmethod
+    def from_env(cls) -> PoolGate:
+        return cls(os.environ.get(GROUP_ENV), os.environ.get(GATE_ENV))
+
+    @contextlib.contextmanager
+    def hold(self):
+        if not self.available:
+            yield
+            return
+        fd = os.open(self.gate, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits while the last holder thaws (it holds it exclusively)
+            self._freeze()
+            _debug("compile pool frozen")
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no other lane timing: thaw
+                except BlockingIOError:
+                    _debug("compile pool left frozen: another lane is timing")
+                else:
+                    (self.group / "cgroup.freeze").write_text("0")
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    _debug("compile pool thawed")
+        finally:
+            os.close(fd)
+
+    def _freeze(self) -> None:
+        (self.group / "cgroup.freeze").write_text("1")
+        deadline = time.monotonic() + CONFIRM_TIMEOUT_S
+        while "frozen 1" not in (self.group / "cgroup.events").read_text():
+            if time.monotonic() > deadline:
+                raise HarnessError(f"the compile pool did not freeze in {CONFIRM_TIMEOUT_S:g} s")
+            time.sleep(POLL_S)
