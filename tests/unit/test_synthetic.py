@@ -175,3 +175,16 @@ def test_the_small_policys_tokenizer_learns_the_generated_suite_but_no_held_out_
     assert held and not any(text in corpus for text in held) and all(text in corpus for text in train)
     run = compose_config(["tasks=synthetic", "tasks.root=/x", "tasks.size=60", "tasks.seed=3"], [])
     assert corpus_root(run) == synthetic_folder(run.tasks) and corpus_root(compose_config([], [])) is None
+
+
+def test_a_held_out_sample_is_the_same_for_every_run_on_the_suite(tmp_path):
+    from warpk.trainers.data import heldout_tasks
+
+    ensure(Settings(seed=1, size=40), tmp_path, _check)
+    overrides = ["tasks=synthetic", f"tasks.root={tmp_path}", "tasks.size=40", "tasks.seed=1"]
+    every = heldout_tasks(compose_config(overrides, []))
+    sample = heldout_tasks(compose_config([*overrides, "train.heldout_tasks=3"], []))
+    again = heldout_tasks(compose_config([*overrides, "train.heldout_tasks=3", "seed=9"], []))
+    assert len(every) > 3 and len(sample) == 3 and {t.split for t in sample} == {"heldout"}
+    assert [t.name for t in sample] == [t.name for t in again]
+    assert {t.name for t in sample} < {t.name for t in every}

@@ -61,6 +61,8 @@ class TrainConfig(_Checked):
     turn_discount: float = number(0.5, 0.0, 1.0)  # model.turns > 1: credit of turn t scaled by this^t
     samples_per_task: int = number(2, 1, 1024)  # held-out evaluation: k completions per task (pass@k)
     heldout_eval: bool = True  # after training, sample + evaluate the held-out split (records.jsonl)
+    # held-out tasks evaluated: 0 = all; N = a fixed sample of N (the same for every run on the suite)
+    heldout_tasks: int = number(0, 0, 100_000)
     # Training processes on this node, one per GPU (DDP through accelerate; warpk.trainers.distributed):
     # > 1 runs the stage again under torch.distributed.run. per_device_batch_size is per process.
     processes: int = number(1, 1, 64)

@@ -15,6 +15,7 @@ Non-goals: no tokenisation beyond measuring prompt length; no trl import.
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from warpk.config import RunConfig
 from warpk.evaluator.static import candidate_backend
@@ -32,9 +33,18 @@ def train_tasks(config: RunConfig) -> list[Task]:
     return tasks
 
 
+HELDOUT_SAMPLE_SEED = 0  # fixed: every run on a suite evaluates the same sample
+
+
 def heldout_tasks(config: RunConfig) -> list[Task]:
-    """The held-out split of the suite, all of it: evaluation is comparable across runs."""
-    return load_suite(dataclasses.replace(config.tasks, split="heldout", subset=[]))
+    """The held-out split of the suite, all of it or (train.heldout_tasks = N) the same seeded
+    sample of N of it for every run: evaluation is comparable across runs and arms."""
+    tasks = load_suite(dataclasses.replace(config.tasks, split="heldout", subset=[]))
+    n = config.train.heldout_tasks
+    if n and n < len(tasks):
+        chosen = set(random.Random(HELDOUT_SAMPLE_SEED).sample([t.name for t in tasks], n))
+        tasks = [t for t in tasks if t.name in chosen]
+    return tasks
 
 
 def runs_on(source: str, device: str) -> bool:
