@@ -100,9 +100,34 @@ def curves(run_dir: Path) -> dict[str, list]:
     return out
 
 
+# The suite trained and evaluated on: the six bundled tasks, or (--suite synthetic) a generated
+# suite (`--synthetic` settings), trained on its whole train split and evaluated on a fixed
+# sample of it (SUITE["eval"]); main() sets it.
+SUITE = {"label": f"tasks {', '.join(TASKS)}", "train": [f"tasks.subset=[{','.join(TASKS)}]"], "eval": []}
+
+
 def common_overrides(seed: int, extra: list[str]) -> list[str]:
-    """The overrides every job of a seed shares: policy, CPU, seed, the six tasks, the user's."""
-    return ["policy=small", "hardware=cpu", f"seed={seed}", f"tasks.subset=[{','.join(TASKS)}]", *extra]
+    """The overrides every job of a seed shares: policy, CPU, seed, the suite, the user's."""
+    return ["policy=small", "hardware=cpu", f"seed={seed}", *SUITE["train"], *extra]
+
+
+def synthetic_suite(settings: list[str], train_eval_tasks: int) -> dict:
+    """SUITE for a generated suite: generated here (the runs find it in the cache) and a fixed
+    sample of its train split for the train-split evaluations."""
+    import random
+
+    from warpk.__main__ import compose_config
+    from warpk.evaluator.inprocess import check_solution
+    from warpk.synthetic.suite import ensure
+    from warpk.tasks import load_suite, synthetic_root, synthetic_settings
+
+    tasks_config = compose_config(["tasks=synthetic", *settings], []).tasks
+    folder, manifest = ensure(synthetic_settings(tasks_config), synthetic_root(tasks_config), check_solution)
+    train = sorted(t.name for t in load_suite(tasks_config) if t.split == "train")
+    chosen = sorted(random.Random(0).sample(train, min(train_eval_tasks, len(train))))
+    label = f"tasks=synthetic {' '.join(settings)} ({manifest.splits}; train evaluated on {len(chosen)})"
+    subset = f"tasks.subset=[{','.join(chosen)}]"
+    return {"label": label, "train": ["tasks=synthetic", *settings], "eval": [subset]}
 
 
 def train_m0(out: Path, sft_seed: int, extra: list[str], m0_from: Path | None) -> tuple[Path, float]:
@@ -145,6 +170,7 @@ def one_seed(
         return None
     adapter = m0 / "adapter"
     evaluate = ["stage=evaluate", "tasks.split=train", f"train.samples_per_task={k}", "logger=disabled"]
+    common = [*common, *SUITE["eval"]]  # the train-split evaluations' sample (after the suite's keys)
     wall["m0_eval"] = warpk(runs / "m0_eval", *evaluate, f"policy.checkpoint={adapter}", *common)
     wall["m1_train"] = warpk(
         runs / "m1",
@@ -222,7 +248,7 @@ def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
         "",
         f"`{meta['command']}`",
         "",
-        f"policy=small (train=small_cpu), tasks {', '.join(TASKS)}; {meta['k']} samples per task per "
+        f"policy=small (train=small_cpu), {SUITE['label']}; {meta['k']} samples per task per "
         "evaluation; reward = reward=kernel's total. Energy is not used (CPU).",
         "",
         design_line(meta),
@@ -297,7 +323,7 @@ def figure(seeds: list[dict], summary: dict, path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, loc="lower right")
     fig.suptitle(
-        f"policy=small on {len(TASKS)} bundled train tasks (CPU): M1 warm-started from M0, {len(seeds)} seeds"
+        f"policy=small, {SUITE['label'][:80]} (CPU): M1 warm-started from M0, {len(seeds)} seeds"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -313,11 +339,18 @@ def main() -> None:
     parser.add_argument(
         "--m0-seed", type=int, help="one M0 (SFT with this seed) for every seed: GRPO seeds against one M0"
     )
+    parser.add_argument("--suite", choices=("bundled", "synthetic"), default="bundled")
+    parser.add_argument("--synthetic", nargs="*", default=[],
+                        help="tasks=synthetic settings, e.g. tasks.size=200 tasks.max_ops=3")
+    parser.add_argument("--train-eval-tasks", type=int, default=16,
+                        help="--suite synthetic: train tasks in the train-split evaluations")
     parser.add_argument(
         "overrides", nargs="*", help="extra warpk overrides for every run, e.g. train.max_steps=10"
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.suite == "synthetic":
+        SUITE.update(synthetic_suite(args.synthetic, args.train_eval_tasks))
     start = time.perf_counter()
     shared_m0, sft_wall_s = None, 0.0
     if args.m0_seed is not None:
@@ -335,7 +368,7 @@ def main() -> None:
         "k": args.k,
         "m0_seed": args.m0_seed,
         "m0_train_s": sft_wall_s,
-        "tasks": TASKS,
+        "tasks": SUITE["label"] if SUITE["eval"] else TASKS,
         "wall_s": time.perf_counter() - start,
     }
     summary = summarise(seeds, shared_m0 is not None)
