@@ -109,3 +109,35 @@ def test_the_pool_stays_frozen_while_any_lane_times_and_thaws_when_the_last_is_d
         burner.wait()
         (group / "cgroup.freeze").write_text("0")
         group.rmdir()
+
+
+@needs_v2
+def test_a_build_that_will_not_freeze_is_killed_and_the_pool_never_stays_frozen(tmp_path, monkeypatch):
+    # Red team round 10: io_uring work queued in the kernel keeps a build running after the freeze
+    # is asked (until it idles); the lane waited, then left the pool frozen for good: a hung run.
+    from warpk.evaluator import pool_gate
+    from warpk.evaluator.errors import HarnessError
+
+    group = cgroup2_root() / "warpk" / f"{POOL_PREFIX}test-{os.getpid()}"
+    stuck = group / "sandbox-stuck"
+    stuck.mkdir(parents=True)
+    burner = _burner(stuck)
+    real = pool_gate._frozen
+    monkeypatch.setattr(pool_gate, "CONFIRM_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(pool_gate, "_frozen",  # the stuck build does not freeze while it lives
+                        lambda g: real(g) and not (g in (group, stuck) and burner.poll() is None))
+    gate = PoolGate(str(group), str(tmp_path / "gate"))
+    try:
+        with gate.hold():
+            assert burner.wait(timeout=5) is not None  # killed, and the lane times meanwhile
+        assert (group / "cgroup.freeze").read_text().strip() == "0"
+        monkeypatch.setattr(pool_gate, "_frozen", lambda g: False)  # a pool that never freezes
+        with pytest.raises(HarnessError, match="did not freeze"), gate.hold():
+            pass
+        assert (group / "cgroup.freeze").read_text().strip() == "0"  # thawed on the way out
+    finally:
+        burner.kill()
+        burner.wait()
+        (group / "cgroup.freeze").write_text("0")
+        stuck.rmdir()
+        group.rmdir()

@@ -25,6 +25,7 @@ import fcntl
 import functools
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import CONFIRM_TIMEOUT_S, POLL_S
-from warpk.evaluator.resources import pool_group
+from warpk.evaluator.resources import GROUP_PREFIX, pool_group
 
 GROUP_ENV, GATE_ENV = "WARPK_POOL_GROUP", "WARPK_POOL_GATE"  # set for the trusted workers by the lanes
 
@@ -74,11 +75,11 @@ class PoolGate:
         fd = os.open(self.gate, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)  # waits while the last holder thaws (it holds it exclusively)
-            self._freeze()
-            _debug("compile pool frozen")
             try:
+                self._freeze()
+                _debug("compile pool frozen")
                 yield
-            finally:
+            finally:  # also when the freeze failed: the pool never stays frozen behind us
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no other lane timing: thaw
@@ -92,9 +93,50 @@ class PoolGate:
             os.close(fd)
 
     def _freeze(self) -> None:
+        """Freeze the pool, confirmed. A build that will not freeze in time (io_uring work queued
+        in the kernel keeps running until it idles: red team round 10) is killed, so the
+        candidate meets the lane unbuilt, where the same trick gets its own sandbox `crashed`
+        (warpk.evaluator.freeze); a pool still not frozen then is our failure."""
         (self.group / "cgroup.freeze").write_text("1")
-        deadline = time.monotonic() + CONFIRM_TIMEOUT_S
-        while "frozen 1" not in (self.group / "cgroup.events").read_text():
+        if self._frozen_within(CONFIRM_TIMEOUT_S):
+            return
+        stuck = [g for g in self.group.glob(f"{GROUP_PREFIX}*") if not _frozen(g)]
+        for group in stuck:
+            _kill(group)
+        _debug(f"compile pool: killed {len(stuck)} build(s) that would not freeze")
+        if not self._frozen_within(CONFIRM_TIMEOUT_S):
+            raise HarnessError(f"the compile pool did not freeze in {2 * CONFIRM_TIMEOUT_S:g} s, even with "
+                               f"{len(stuck)} build(s) killed")
+
+    def _frozen_within(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not _frozen(self.group):
             if time.monotonic() > deadline:
-                raise HarnessError(f"the compile pool did not freeze in {CONFIRM_TIMEOUT_S:g} s")
+                return False
             time.sleep(POLL_S)
+        return True
+
+
+def _frozen(group: Path) -> bool:
+    try:
+        return "frozen 1" in (group / "cgroup.events").read_text()
+    except OSError:  # gone: nothing of it runs
+        return True
+
+
+def _kill(group: Path) -> None:
+    """SIGKILL every process of `group` (cgroup.kill where the kernel has it; a frozen task dies)."""
+    try:
+        (group / "cgroup.kill").write_text("1")
+        return
+    except OSError:
+        pass
+    try:
+        pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -246,12 +246,11 @@ class ResourceGroup:
         """`memory_bytes`: memory.max (0: none); `cores`: its cpuset (empty: none); `pool`: a
         compile sandbox, inside the run's pool group (`pool_group`) the lanes freeze."""
         self.method, bases = placement()
-        self.pool_procs: str | None = None  # the pool group's, joined besides v1 groups
         pooled = pool_group() if pool else None
         if pooled is not None and self.method == "cgroup2":
             bases = {c: pooled for c in bases}
-        elif pooled is not None:
-            self.pool_procs = str(pooled / "cgroup.procs")
+        elif pooled is not None:  # a v2 group of its own in the pool, besides its v1 groups
+            bases = {**bases, "pool": pooled}
         self.cpusets = "cpuset" in bases  # whether this host pins sandboxes to cores at all
         self.memory_bytes = memory_bytes
         self.dirs: dict[str, Path] = {}
@@ -303,7 +302,7 @@ class ResourceGroup:
     def join(self) -> None:
         """Runs in the worker's first process before exec: into every group."""
         pid = str(os.getpid())
-        for procs in (*self.procs, *([self.pool_procs] if self.pool_procs else [])):
+        for procs in self.procs:
             with open(procs, "w") as f:
                 f.write(pid)
 
