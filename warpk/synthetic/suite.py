@@ -32,7 +32,7 @@ from warpk.synthetic.contamination import benchmark_index, collision
 from warpk.synthetic.generate import draw, graph_key, render_problem, render_solution
 from warpk.synthetic.ops import GROUPS, OPS
 
-GENERATOR_VERSION = 1  # bump when a change to ops or rendering changes what a seed gives
+GENERATOR_VERSION = 2  # bump when a change to ops or rendering changes what a seed gives
 MAX_DRAWS_PER_TASK = 50
 
 
