@@ -188,3 +188,16 @@ def test_a_held_out_sample_is_the_same_for_every_run_on_the_suite(tmp_path):
     assert len(every) > 3 and len(sample) == 3 and {t.split for t in sample} == {"heldout"}
     assert [t.name for t in sample] == [t.name for t in again]
     assert {t.name for t in sample} < {t.name for t in every}
+
+
+def test_the_documented_screens_are_the_data_files():
+    from tests.conftest import REPO
+
+    doc = " ".join((REPO / "docs/training.md").read_text().split())
+    data = REPO / "docs/data/synthetic-screen-2026-12-05"
+    m0, m1 = (json.loads((data / arm / "screen.json").read_text())["splits"] for arm in ("m0", "m1"))
+    f = lambda row: f"{row['correct']}/{row['samples']}"  # noqa: E731
+    assert (f"**M0** train {f(m0['train'])}, held-out **{f(m0['heldout'])}**, held-out pair "
+            f"{f(m0['heldout_pair'])}") in doc
+    assert (f"18 min at idle priority beside other work): train {f(m1['train'])}, held-out "
+            f"**{f(m1['heldout'])}**, held-out pair {f(m1['heldout_pair'])}") in doc
