@@ -7,16 +7,16 @@ import pytest
 from tests.conftest import run_warpk
 from warpk.records import EvalRecord
 
-pytestmark = pytest.mark.slow  # one real run: ~40 s on 2 cores
+pytestmark = pytest.mark.slow  # one real run: ~15 s on 2 cores
 
 
 def test_the_front_door_generates_the_suite_and_the_evaluator_agrees_with_the_filter(tmp_path):
     run_dir = tmp_path / "run"
     result = run_warpk(f"hydra.run.dir={run_dir}", "tasks=synthetic", f"tasks.root={tmp_path / 'syn'}",
-                       "tasks.size=30", "tasks.seed=7", "tasks.split=heldout", "evaluate.energy=none",
+                       "tasks.size=12", "tasks.seed=7", "tasks.split=heldout", "evaluate.energy=none",
                        "logger=disabled")
     assert result.returncode == 0, result.stderr[-2000:]
-    line = next(t for t in result.stdout.splitlines() if t.startswith("tasks=synthetic: 30 tasks"))
+    line = next(t for t in result.stdout.splitlines() if t.startswith("tasks=synthetic: 12 tasks"))
     assert "benchmark collisions dropped" in line and "failed the execution filter" in line
     records = [EvalRecord.from_json(t) for t in (run_dir / "records.jsonl").read_text().splitlines()]
     assert records and all(r.task_id.startswith("synthetic/") for r in records)
