@@ -124,6 +124,7 @@ def test_a_build_that_will_not_freeze_is_killed_and_the_pool_never_stays_frozen(
     burner = _burner(stuck)
     real = pool_gate._frozen
     monkeypatch.setattr(pool_gate, "CONFIRM_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(pool_gate, "KILLED_WAIT_S", 0.5)
     monkeypatch.setattr(pool_gate, "_frozen",  # the stuck build does not freeze while it lives
                         lambda g: real(g) and not (g in (group, stuck) and burner.poll() is None))
     gate = PoolGate(str(group), str(tmp_path / "gate"))
