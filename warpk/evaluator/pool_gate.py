@@ -25,7 +25,6 @@ import fcntl
 import functools
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import CONFIRM_TIMEOUT_S, POLL_S
-from warpk.evaluator.resources import GROUP_PREFIX, pool_group
+from warpk.evaluator.resources import GROUP_PREFIX, kill_group, pool_group
 
 KILLED_WAIT_S = 120.0  # for killed builds to die (a task in writeback dies once it is done)
 GROUP_ENV, GATE_ENV = "WARPK_POOL_GROUP", "WARPK_POOL_GATE"  # set for the trusted workers by the lanes
@@ -103,7 +102,7 @@ class PoolGate:
             return
         stuck = [g for g in self.group.glob(f"{GROUP_PREFIX}*") if not _frozen(g)]
         for group in stuck:
-            _kill(group)
+            kill_group(group)
         _debug(f"compile pool: killed {len(stuck)} build(s) that would not freeze")
         # a killed task dies once its writeback ends (red team round 12: seconds, bounded by the
         # dirty-page limit): waited for, so no candidate can make this our failure
@@ -125,21 +124,3 @@ def _frozen(group: Path) -> bool:
         return "frozen 1" in (group / "cgroup.events").read_text()
     except OSError:  # gone: nothing of it runs
         return True
-
-
-def _kill(group: Path) -> None:
-    """SIGKILL every process of `group` (cgroup.kill where the kernel has it; a frozen task dies)."""
-    try:
-        (group / "cgroup.kill").write_text("1")
-        return
-    except OSError:
-        pass
-    try:
-        pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -309,17 +309,7 @@ class ResourceGroup:
     def kill(self) -> None:
         """SIGKILL every process in its groups (those that left its process group or session too)."""
         for group in set(self.dirs.values()):
-            if _write(group / "cgroup.kill", "1"):  # cgroup v2 (Linux 5.14+)
-                continue
-            try:
-                pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-            except (OSError, ValueError):
-                continue
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_group(group)
 
     def oom_killed(self) -> bool:
         """The kernel killed something of it for going over its memory limit."""
@@ -351,6 +341,22 @@ class ResourceGroup:
                         break  # a later `placement` removes it once empty
                     time.sleep(0.01)
         self.dirs = {}
+
+
+def kill_group(group: Path) -> None:
+    """SIGKILL every process of one cgroup: cgroup.kill where the kernel has it (v2, Linux 5.14+;
+    a frozen task dies too), else each pid it lists."""
+    if _write(group / "cgroup.kill", "1"):
+        return
+    try:
+        pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def enter_limits(group: ResourceGroup, address_space_bytes: int = 0) -> None:
