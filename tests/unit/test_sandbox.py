@@ -378,16 +378,19 @@ def test_roofline_does_not_judge_the_cpu_profile():
 @pytest.mark.gpu
 def test_a_timer_lie_on_the_gpu_gains_nothing():
     """The candidate makes torch.cuda.Event.elapsed_time return 1 us in its own process. Its
-    time is the trusted worker's clock (evaluator v3), so the lie is never read: an honest
-    softmax, `ok`, not counted faster (v2 called it `implausible` from the self-report)."""
-    from warpk.records import faster
-
+    time is the trusted worker's clock (evaluator v3), so the lie is never read: `ok` at the speed
+    of its honest twin (the same torch.softmax without the lie), which is itself faster than the
+    task's four-pass reference (1.39x on an H100 on 2026-12-05, ~1.2-1.3x on the H200), so the
+    bound is the twin's, not 1. v2 called the lie `implausible` from the self-report; read, it
+    would claim ~2000x."""
     source = _forward("pass", prelude="torch.cuda.Event.elapsed_time = lambda self, end: 0.001\n")
-    protocol = EvaluateConfig(result_cache=False, timing_batches=3, run_timeout_s=120.0, gpus=[0])
-    evaluator = Evaluator(protocol, _hardware("h200"))
-    record = evaluator.measure(EvalItem(load_task_file(SOFTMAX), source, "timer_lie.py"))
-    assert record.status == "ok", record.error
-    assert record.speedup < 1.25 and not faster(record), (record.speedup, record.speedup_low)
+    protocol = EvaluateConfig(result_cache=False, timing_batches=5, run_timeout_s=120.0, gpus=[0])
+    with Evaluator(protocol, _hardware("h200")) as evaluator:
+        task = load_task_file(SOFTMAX)
+        liar = evaluator.measure(EvalItem(task, source, "timer_lie.py"))  # no static pre-filter
+        twin = evaluator.measure(EvalItem(task, _forward("pass"), "honest_twin.py"))
+    assert liar.status == "ok" and twin.status == "ok", (liar.error, twin.error)
+    assert liar.speedup_low <= 1.25 * twin.speedup_high, (liar.speedup, twin.speedup)
 
 
 def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypatch):
