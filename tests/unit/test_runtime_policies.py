@@ -196,6 +196,15 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     assert summary["sensitivity/fixed_power_share_0/ppo_paired_saving_mean"] == pytest.approx(
         summary["ppo_paired_saving_mean"]
     )
+    # every policy against the frontier of all static settings, on the same episodes: a static
+    # policy is a point of the grid, so at its own attainment no static is dearer (share >= 1),
+    # and a share above 1 means a static setting beats it on both axes
+    assert "### Against the frontier of all " in md and (tmp_path / "runtime_frontier.png").stat().st_size > 0
+    assert summary["frontier/static_settings"] >= summary["frontier/points"] >= 1
+    for name in ("static_max", "best_static_cap", "oracle_static"):
+        share = summary[f"frontier/{name}/energy_share"]
+        assert share >= 1 - 1e-12 and summary[f"frontier/{name}/beaten_by_a_static"] == (share > 1 + 1e-12)
+    assert summary["frontier/m4_ppo/energy_share"] is None or summary["frontier/m4_ppo/energy_share"] > 0
     # the verdict per training seed and over them; seed 0's is the main table's
     assert "### Robustness over PPO training seeds 0, 1000" in md and "| over 2 (mean ± 95% t) |" in md
     assert summary["robustness/train_seeds"] == 2

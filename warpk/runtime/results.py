@@ -5,7 +5,9 @@
 - `run_summary`: summary.json's metrics (every policy's means and intervals, the verdict, the cost
   fit's held-out error); `verdict_line` the one line printed under the table;
 - `train_seeds_section` and `sensitivity_section`: a table each and its summary keys, for the
-  robustness over PPO training seeds and over the modelled clock curve.
+  robustness over PPO training seeds and over the modelled clock curve;
+- `frontier_section`: every policy against the frontier of all static settings (table, keys and
+  runtime_frontier.png).
 
 Every figure is SIMULATED (warpk.runtime.env); the captions say so.
 
@@ -33,6 +35,7 @@ from warpk.runtime.evaluation import (
     train_seeds_table,
     verdict,
 )
+from warpk.runtime.frontier import StaticPoint, frontier_figure, frontier_table, pareto, standing
 from warpk.runtime.policies import PPOPolicy
 from warpk.runtime.sensitivity import sensitivity_rows, sensitivity_table
 from warpk.tables import Table
@@ -134,3 +137,19 @@ def sensitivity_section(config: RunConfig, model, actions: dict, n_eval: int) ->
                   "ppo_sla_attainment_minus_best_static", "ppo_goal_met"):  # fmt: skip
             keys[f"sensitivity/fixed_power_share_{r['fixed_power_share']:g}/{k}"] = r[k]
     return sensitivity_table(rows, n_eval, title), keys
+
+
+def frontier_section(
+    summaries: list[PolicySummary], statics: tuple[StaticPoint, ...], sla_name: str, figure: Path
+) -> Section:
+    """Every policy of the main table against the frontier of all static settings on the same
+    episodes (frontier/<policy>/... keys), and the figure at `figure`."""
+    front = pareto(list(statics))
+    standings = [standing(s.policy, s.sla_attainment, s.energy_per_request_j, front) for s in summaries]
+    title = f"Against the frontier of all {len(statics)} static settings (held-out means), sla={sla_name}"
+    keys: dict = {"frontier/static_settings": len(statics), "frontier/points": len(front)}
+    for st in standings:
+        keys[f"frontier/{slug(st.policy)}/energy_share"] = st.energy_share
+        keys[f"frontier/{slug(st.policy)}/beaten_by_a_static"] = st.dominated_by is not None
+    frontier_figure(list(statics), standings, f"{title}; SIMULATED", figure)
+    return frontier_table(standings, front, title), keys

@@ -19,12 +19,14 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 
 from warpk.config import RunConfig
 from warpk.runtime import baselines
 from warpk.runtime.calibration import load_calibration
 from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
 from warpk.runtime.evaluation import evaluate, evaluation_seeds, pm, summarize, tuning_seeds_of, verdict
+from warpk.runtime.frontier import StaticPoint, points
 from warpk.runtime.policies import PPOPolicy
 from warpk.tables import Cell, Table, num, text
 
@@ -43,12 +45,23 @@ def env_at(config: RunConfig, share: float) -> ServingEnv:
     return ServingEnv(rt, config.sla, rt.served, cal, **reward_weights(config))
 
 
-def static_actions(config: RunConfig, share: float) -> tuple[Action, Action]:
-    """(oracle static, best static cap) settings on the curve with this share."""
+@dataclass(frozen=True)
+class StaticGrid:
+    """The static baselines' settings on one curve, and every grid setting's point there (the
+    evaluation episodes' means, for warpk.runtime.frontier)."""
+
+    oracle: Action
+    cap: Action
+    points: tuple[StaticPoint, ...]
+
+
+def static_actions(config: RunConfig, share: float) -> StaticGrid:
+    """The oracle static and best static cap settings on the curve with this share, and the grid."""
     env = env_at(config, share)
-    oracle, _ = baselines.oracle_static(env, evaluation_seeds(config))
+    oracle, results = baselines.oracle_static(env, evaluation_seeds(config))
     cap = baselines.best_static_cap(env, tuning_seeds_of(config))
-    return oracle.action, cap.action
+    labels = {a: env.setting(a).label for a in results}
+    return StaticGrid(oracle.action, cap.action, tuple(points(labels, results)))
 
 
 def start_static_grids(config: RunConfig) -> tuple[ProcessPoolExecutor, dict[float, Future]]:
@@ -57,14 +70,14 @@ def start_static_grids(config: RunConfig) -> tuple[ProcessPoolExecutor, dict[flo
     return pool, {share: pool.submit(static_actions, config, share) for share in shares_of(config)}
 
 
-def sensitivity_rows(config: RunConfig, model, actions: dict[float, tuple[Action, Action]]) -> list[dict]:
+def sensitivity_rows(config: RunConfig, model, actions: dict[float, StaticGrid]) -> list[dict]:
     """One row per curve: the best static baseline there, PPO against it (warpk.runtime.evaluation
     .verdict), and both policies' energy and attainment."""
     rows = []
     seeds = evaluation_seeds(config)
     for share in shares_of(config):
         env = env_at(config, share)
-        oracle, cap = actions[share]
+        oracle, cap = actions[share].oracle, actions[share].cap
         policies = [
             baselines.static_max(env),
             baselines.StaticPolicy("best static cap", cap),

@@ -12,7 +12,9 @@
    runtime.ppo_seeds=N: N PPO models (seeds seed, seed+1000, ...), the verdict per seed and over them.
 4. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
    and runtime_results.md under the run dir, log the same to W&B, print the table.
-5. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
+5. Every policy against the frontier of all static settings on the same episodes
+   (warpk.runtime.frontier): a table and runtime_frontier.png.
+6. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
    against the statics re-tuned with runtime.fixed_power_share at 0, 0.25, 0.5 (and the run's
    own), appended to runtime_results.md and summary.json. The statics' grids of every curve run
    in one spawned worker process while PPO trains (shorter with a spare core, longer on one).
@@ -34,20 +36,13 @@ from rich.console import Console
 
 from warpk.config import RunConfig
 from warpk.progress import progress
-from warpk.runtime import baselines
+from warpk.runtime import baselines, results
 from warpk.runtime.actuators import actuator_for
 from warpk.runtime.calibration import heldout_error
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
 from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
 from warpk.runtime.policies import PPOPolicy, RandomPolicy
 from warpk.runtime.ppo import train_for_run, train_seeds_of
-from warpk.runtime.results import (
-    run_policies,
-    run_summary,
-    sensitivity_section,
-    train_seeds_section,
-    verdict_line,
-)
 from warpk.runtime.selection import selection_summary
 from warpk.runtime.sensitivity import start_static_grids
 from warpk.tables import to_markdown, to_rich
@@ -85,7 +80,8 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     finally:  # a failure cancels the grids not yet started instead of waiting for them
         pool.shutdown(cancel_futures=True)
 
-    oracle_action, cap_action = actions[rt.fixed_power_share]
+    grid = actions[rt.fixed_power_share]
+    oracle_action, cap_action = grid.oracle, grid.cap
     policies = [
         baselines.static_max(env),
         baselines.StaticPolicy("best static cap", cap_action),
@@ -96,21 +92,22 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         *(PPOPolicy(m, name=train_seed_name(seed, config.seed)) for seed, m in models.items()),
     ]
     with console.status("evaluating every policy"):
-        summaries, per_seed = run_policies(
+        summaries, per_seed = results.run_policies(
             env, policies, eval_seeds, actuator_for(config.runtime), run_dir / "runtime_results.jsonl", log
         )
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
     table = policy_table(summaries, f"M4 PPO versus baselines, sla={sla.name}", note)
     console.print(to_rich(table))
     (run_dir / "runtime_results.md").write_text(to_markdown(table))
-    out = run_summary(summaries, per_seed, fit_error, train_s)
-    console.print(verdict_line(out, len(eval_seeds), "" if rt.evaluate_on == "heldout" else rt.evaluate_on))
+    out = results.run_summary(summaries, per_seed, fit_error, train_s)
+    n_eval, split = len(eval_seeds), "" if rt.evaluate_on == "heldout" else rt.evaluate_on
+    console.print(results.verdict_line(out, n_eval, split))
 
-    sections = []
+    sections = [results.frontier_section(summaries, grid.points, sla.name, run_dir / "runtime_frontier.png")]
     if len(models) > 1:
-        sections.append(train_seeds_section(config, summaries, per_seed, train_seeds, len(eval_seeds)))
+        sections.append(results.train_seeds_section(config, summaries, per_seed, train_seeds, n_eval))
     with console.status("sensitivity to the modelled clock curve"):
-        sections.append(sensitivity_section(config, models[config.seed], actions, len(eval_seeds)))
+        sections.append(results.sensitivity_section(config, models[config.seed], actions, n_eval))
     for section, keys in sections:
         console.print(to_rich(section))
         with (run_dir / "runtime_results.md").open("a") as md:
