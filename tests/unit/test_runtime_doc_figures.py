@@ -52,3 +52,23 @@ def test_which_statics_meet_the_sla_on_every_episode():
         assert sum(r["sla_met"] for r in episodes["static max"]) == met_on
         assert f"static max on {met_on}/20" in DOC
     assert all(r["sla_met"] for r in _episodes("throughput")["oracle static"])
+
+
+def _pm(summary: dict, key: str) -> str:
+    return f"{summary[key]:.1f} ± {summary[key + '_ci95']:.1f}"
+
+
+def test_the_m5_rows_and_their_mean_over_seeds_are_the_summaries():
+    from scipy import stats
+
+    savings = []
+    for seed in range(3):
+        s = json.loads((REPO / "docs" / "data" / "m5-2026-12-05" / f"seed{seed}-summary.json").read_text())
+        savings.append(s["m5_energy_saving_vs_m4"])
+        j = 'energy_per_request_j'
+        row = (f"| {seed} | {_pm(s, f'm4_ppo/{j}')} | {_pm(s, f'm5_ppo/{j}')} "
+               f"| {100 * s['m5_energy_saving_vs_m4']:.1f}% ± {100 * s['m5_energy_saving_vs_m4_ci95']:.1f}% "
+               f"| {s['m5_sla_attainment_minus_m4']:+.3f} ± {s['m5_sla_attainment_minus_m4_ci95']:.3f} |")
+        assert row in DOC, row
+    half = stats.t.ppf(0.975, 2) * statistics.stdev(savings) / 3**0.5
+    assert f"**{100 * statistics.mean(savings):.1f}% ± {100 * half:.1f}%**" in DOC
