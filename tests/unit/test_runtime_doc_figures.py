@@ -72,3 +72,15 @@ def test_the_m5_rows_and_their_mean_over_seeds_are_the_summaries():
         assert row in DOC, row
     half = stats.t.ppf(0.975, 2) * statistics.stdev(savings) / 3**0.5
     assert f"**{100 * statistics.mean(savings):.1f}% ± {100 * half:.1f}%**" in DOC
+
+
+def test_ppo_against_the_best_calm_rule_is_the_frontier_data():
+    text = " ".join(DOC.split())  # the doc's line breaks fall anywhere
+    found = json.loads((DATA / "frontier" / "frontier.json").read_text())
+    lead = ("x the rule's in `mixed`", "x in `latency_sensitive`", "x in `throughput`")
+    for entry, phrase in zip(found, lead, strict=True):
+        by = {s["policy"]: s for s in entry["standings"]}
+        calm = by["best calm rule"]["energy_per_request_j"]
+        ratios = " / ".join(f"{by[p]['energy_per_request_j'] / calm:.2f}" for p in SEEDS)
+        assert f"{ratios} {phrase}" in text, (ratios, phrase)
+        assert all(s["beaten_by"] is None for s in entry["standings"] if s["policy"] in SEEDS)

@@ -43,6 +43,38 @@ def test_best_static_cap_keeps_default_clocks_and_max_concurrency():
     assert policy.action[2] == len(env.concurrency) - 1
 
 
+def test_a_calm_rule_runs_slow_only_while_calm():
+    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=8)
+    slow = (len(env.caps_w) - 1, 0, len(env.concurrency) - 1)
+    rule = baselines.CalmRule(max_running=8, slow=slow, max_age=0.5)
+    rule.reset(env)
+    fast = tuple(baselines.static_max(env).action)
+    obs = np.zeros(len(baselines.OBS_NAMES), dtype=np.float32)
+    obs[baselines._RUNNING] = 4 / env.concurrency[-1]  # 4 running, none waiting, young
+    assert tuple(rule.act(obs, {})) == slow
+    for index, value in ((baselines._RUNNING, 8 / env.concurrency[-1]), (baselines._WAITING, 0.01),
+                         (baselines._AGE, 0.5)):  # fmt: skip
+        busy = obs.copy()
+        busy[index] = value
+        assert tuple(rule.act(busy, {})) == fast
+    assert "while < 8 running, none waiting, oldest < 0.5 x E2E limit" in rule.describe(env)
+
+
+def test_the_best_calm_rule_is_the_cheapest_at_static_max_attainment():
+    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=8)
+    seeds = [21, 22]
+    rule = baselines.best_calm_rule(env, seeds)
+    attainment = lambda p: float(np.mean([r.sla_attainment for r in evaluate(env, p, seeds)]))  # noqa: E731
+    bar = attainment(baselines.static_max(env))
+    assert attainment(rule) >= bar
+    # no rule of the grid with the same bar is cheaper
+    chosen = _energy(evaluate(env, rule, seeds))
+    for k in baselines.CALM_RUNNING[:2]:
+        other = baselines.CalmRule(k, rule.slow, rule.max_age)
+        if attainment(other) >= bar:
+            assert _energy(evaluate(env, other, seeds)) >= chosen
+
+
 def test_zeus_profiles_every_cap_then_locks_the_cheapest():
     env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=24)
     zeus = baselines.ZeusPowerLimit(eta=1.0)
@@ -167,7 +199,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "runtime_results.jsonl").read_text().splitlines()]
     per_seed = [x for x in lines if not x.get("summary")]
     summaries = [x for x in lines if x.get("summary")]
-    assert len(summaries) == 8 and len(per_seed) == 8 * 5
+    assert len(summaries) == 9 and len(per_seed) == 9 * 5
     names = {x["policy"] for x in summaries}
     assert {
         "static max",
@@ -175,6 +207,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         "zeus power limit",
         "slo-slack feedback",
         "oracle static",
+        "best calm rule",
         "random",
         "M4 PPO",
         "M4 PPO (train seed 1000)",

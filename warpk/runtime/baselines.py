@@ -11,7 +11,12 @@
   > 30% slack, up two notches when slack < 10% or requests wait; concurrency raised when requests
   wait and the batch is full (GreenLLM / VoltanaLLM EcoFreq style);
 - oracle static (B2): every (cap, clock, concurrency) of the grid on the evaluation seeds
-  themselves, the cheapest meeting the SLA on all of them: hindsight no static policy can beat.
+  themselves, the cheapest meeting the SLA on all of them: hindsight no static policy can beat;
+- best calm rule: static max's setting except in calm periods (fewer than k requests running,
+  none waiting, the oldest running younger than a share of the E2E limit), where it runs one
+  slower setting; the rule (k, share, slower setting) is the cheapest of a grid at static max's
+  SLA attainment or better on the tuning episodes (else the most attaining): what a hand-written
+  rule gets without learning (benchmarks/probe_calm_rules.py was its first probe).
 
 Non-goals: no learning here (ppo.py).
 """
@@ -19,11 +24,12 @@ Non-goals: no learning here (ppo.py).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from warpk.runtime.env import EpisodeResult, ServingEnv
+from warpk.runtime.env import OBS_NAMES, EpisodeResult, ServingEnv
 from warpk.runtime.evaluation import evaluate
 
 
@@ -163,3 +169,54 @@ class SloSlackController:
         if waiting and info["running"] >= self.env.concurrency[self.conc]:
             self.conc = min(len(self.env.concurrency) - 1, self.conc + 1)
         return np.array([0, self.ladder[self.rung], self.conc], dtype=np.int64)
+
+
+CALM_RUNNING = (4, 8, 16, 32, 64)  # calm: fewer requests than this running
+CALM_AGE = (0.3, 0.6, math.inf)  # and the oldest running younger than this x the E2E limit (inf: any)
+_RUNNING = OBS_NAMES.index("running_per_max_concurrency")
+_WAITING = OBS_NAMES.index("waiting_per_max_concurrency")
+_AGE = OBS_NAMES.index("oldest_running_age_per_e2e_limit")
+
+
+@dataclass
+class CalmRule:
+    """Static max's setting, except `slow` while fewer than `max_running` requests run, none waits
+    and the oldest running is younger than `max_age` x the E2E limit."""
+
+    max_running: int
+    slow: tuple[int, int, int]
+    max_age: float
+    name: str = "best calm rule"
+
+    def reset(self, env: ServingEnv) -> None:
+        self.fast, self.slow_action = np.asarray(static_max(env).action), np.asarray(self.slow)
+        self.max_concurrency = env.concurrency[-1]
+
+    def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
+        calm = (obs[_RUNNING] * self.max_concurrency < self.max_running and obs[_WAITING] == 0
+                and obs[_AGE] < self.max_age)  # fmt: skip
+        return self.slow_action if calm else self.fast
+
+    def describe(self, env: ServingEnv) -> str:
+        age = "" if math.isinf(self.max_age) else f", oldest < {self.max_age:g} x E2E limit"
+        return (f"{env.setting(self.slow).label} while < {self.max_running} running, none waiting{age}; "
+                f"else {env.setting(static_max(env).action).label}")  # fmt: skip
+
+
+def best_calm_rule(env: ServingEnv, tuning_seeds: list[int]) -> CalmRule:
+    """The cheapest rule of the grid (CALM_RUNNING x CALM_AGE x every slower setting at max
+    concurrency) whose mean SLA attainment on `tuning_seeds` is at least static max's there;
+    if none is, the most attaining."""
+    fast = static_max(env).action
+    slow = [(cap, clock, fast[2]) for cap in range(len(env.caps_w)) for clock in range(len(env.clocks))
+            if (cap, clock, fast[2]) != fast]  # fmt: skip
+    bar = np.mean([r.sla_attainment for r in evaluate(env, static_max(env), tuning_seeds)])
+    scored = []
+    for k, setting, age in itertools.product(CALM_RUNNING, slow, CALM_AGE):
+        results = evaluate(env, CalmRule(k, setting, age), tuning_seeds)
+        attainment = float(np.mean([r.sla_attainment for r in results]))
+        energy_j = float(np.mean([r.energy_per_request_j for r in results]))
+        scored.append((attainment, energy_j, (k, setting, age)))
+    meeting = [s for s in scored if s[0] >= bar]
+    best = min(meeting, key=lambda s: s[1]) if meeting else max(scored, key=lambda s: s[0])
+    return CalmRule(*best[2])

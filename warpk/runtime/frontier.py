@@ -113,17 +113,17 @@ def frontier_figure(statics: list[StaticPoint], standings: list[Standing], title
                color="0.75", label=f"static settings ({below} below the axis)")  # fmt: skip
     ax.step([p.energy_per_request_j for p in front], [p.sla_attainment for p in front], where="post",
             color="0.3", label="static frontier")  # fmt: skip
-    for s in standings:
-        y = max(s.sla_attainment, low)
-        marker = "o" if s.sla_attainment >= low else "v"
-        ax.scatter([s.energy_per_request_j], [y], s=36, zorder=3, marker=marker)
-        label = s.policy if s.sla_attainment >= low else f"{s.policy} ({s.sla_attainment:.3f})"
-        ax.annotate(label, (s.energy_per_request_j, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    markers = "osD^PX*hp<>"
+    for i, s in enumerate(standings):  # in the legend, not on the points: close points stay readable
+        below_axis = s.sla_attainment < low
+        label = f"{s.policy} ({s.sla_attainment:.3f}, below the axis)" if below_axis else s.policy
+        ax.scatter([s.energy_per_request_j], [max(s.sla_attainment, low)], s=40, zorder=3,
+                   marker="v" if below_axis else markers[i % len(markers)], label=label)  # fmt: skip
     ax.set_ylim(low, 1.0 + (1.0 - low) * 0.03)
     ax.set_xlabel("energy per request (J), SIMULATED")
     ax.set_ylabel("SLA attainment (mean over held-out episodes)")
     ax.set_title(title, fontsize=9)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="lower right", fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

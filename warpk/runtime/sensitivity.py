@@ -64,10 +64,19 @@ def static_actions(config: RunConfig, share: float) -> StaticGrid:
     return StaticGrid(oracle.action, cap.action, tuple(points(labels, results)))
 
 
-def start_static_grids(config: RunConfig) -> tuple[ProcessPoolExecutor, dict[float, Future]]:
-    """The static settings of every curve, computed in one spawned worker while the caller works."""
+def calm_rule(config: RunConfig) -> tuple[int, Action, float]:
+    """The best calm rule's (max_running, slow setting, max_age) on the run's own curve, chosen on
+    the tuning episodes (warpk.runtime.baselines.best_calm_rule)."""
+    rule = baselines.best_calm_rule(env_at(config, config.runtime.fixed_power_share), tuning_seeds_of(config))
+    return rule.max_running, rule.slow, rule.max_age
+
+
+def start_static_grids(config: RunConfig) -> tuple[ProcessPoolExecutor, dict[float, Future], Future]:
+    """The static settings of every curve and the best calm rule, computed in one spawned worker
+    while the caller works."""
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    return pool, {share: pool.submit(static_actions, config, share) for share in shares_of(config)}
+    grids = {share: pool.submit(static_actions, config, share) for share in shares_of(config)}
+    return pool, grids, pool.submit(calm_rule, config)
 
 
 def sensitivity_rows(config: RunConfig, model, actions: dict[float, StaticGrid]) -> list[dict]:

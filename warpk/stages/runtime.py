@@ -8,7 +8,7 @@
    checkpoint on `runtime.ppo_select_episodes` selection episodes (warpk.runtime.selection).
 3. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
-   oracle static (grid with hindsight on the evaluation seeds), random, and PPO.
+   oracle static (grid with hindsight on the evaluation seeds), the best calm rule, random, PPO.
    runtime.ppo_seeds=N: N PPO models (seeds seed, seed+1000, ...), the verdict per seed and over them.
 4. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
    and runtime_results.md under the run dir, log the same to W&B, print the table.
@@ -63,7 +63,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         f"prefill time {fit_error.prefill_time_mape:.1%}, energy {fit_error.prefill_energy_mape:.1%}"
     )
 
-    pool, grids = start_static_grids(config)  # the static baselines of every clock curve, meanwhile
+    pool, grids, calm = start_static_grids(config)  # the static baselines and the calm rule, meanwhile
     train_seeds = train_seeds_of(config)
     try:
         started = time.monotonic()
@@ -77,6 +77,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         console.print(note)
         with console.status("baselines: the statics' grids"):
             actions = {share: future.result() for share, future in grids.items()}
+            calm_rule = baselines.CalmRule(*calm.result())
     finally:  # a failure cancels the grids not yet started instead of waiting for them
         pool.shutdown(cancel_futures=True)
 
@@ -88,6 +89,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
         baselines.ZeusPowerLimit(eta=rt.zeus_eta),
         baselines.SloSlackController(),
         baselines.StaticPolicy("oracle static", oracle_action),
+        calm_rule,
         RandomPolicy(seed=config.seed),
         *(PPOPolicy(m, name=train_seed_name(seed, config.seed)) for seed, m in models.items()),
     ]
@@ -98,6 +100,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     note = caption(sla.name, sla.ttft_p95_s, sla.e2e_p95_s, Path(cal.path).name, rt.evaluate_on)
     table = policy_table(summaries, f"M4 PPO versus baselines, sla={sla.name}", note)
     console.print(to_rich(table))
+    console.print(f"best calm rule (chosen on the tuning episodes): {calm_rule.describe(env)}")
     (run_dir / "runtime_results.md").write_text(to_markdown(table))
     out = results.run_summary(summaries, per_seed, fit_error, train_s)
     n_eval, split = len(eval_seeds), "" if rt.evaluate_on == "heldout" else rt.evaluate_on
