@@ -345,6 +345,30 @@ def test_an_honest_candidate_is_ok_with_a_speedup_interval():
     assert record.sandbox == "bwrap"
 
 
+@needs_bwrap
+def test_a_huge_tasks_inputs_changed_in_place_are_incorrect_on_the_cpu(monkeypatch):
+    """Red team round 13: on the CPU a task over BIG_IO_BYTES of inputs and outputs gives its
+    inputs away once packed (one copy in memory), and nothing compared them afterwards, so an
+    in-place softmax was `ok` (2 of 2 runs at 9000 x 16384). The memfd's hash, taken before the
+    worker has it and again while it is frozen after its answer, now stands for them. The huge
+    path is forced on the small shape here (every call is huge); the honest twin stays `ok`."""
+    monkeypatch.setenv("WARPK_TEST_BIG_IO_BYTES", "1")
+    in_place = HEAD + (
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        x -= x.amax(dim=-1, keepdim=True)\n        x.exp_()\n"
+        "        x /= x.sum(dim=-1, keepdim=True)\n        return x\n"
+    )
+    config = EvaluateConfig(result_cache=False, timing_batches=3, batch_target_ms=2.0, run_timeout_s=10.0,
+                            memory_limit_gb=2.0)  # fmt: skip
+    with Evaluator(config, _hardware("cpu")) as evaluator:
+        task = load_task_file(SOFTMAX)
+        liar = evaluator.measure(EvalItem(task, in_place, "in_place_huge.py"))
+        twin = evaluator.measure(EvalItem(task, _forward("pass"), "honest_huge.py"))
+    assert liar.status == "incorrect", (liar.status, liar.error)
+    assert "modified its inputs in place" in liar.error
+    assert twin.status == "ok", twin.error
+
+
 # --- roofline ---------------------------------------------------------------------------------
 def test_roofline_floor_on_h200_compute_bound_gemm():
     """4096^3 GEMM: 2*4096^3 = 1.374e11 FLOP at the bf16 peak 989.4 TFLOP/s = 0.1389 ms; moving

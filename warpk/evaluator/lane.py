@@ -115,8 +115,9 @@ class TrustedProcess:
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
-        if os.environ.get("WARPK_PROFILE"):  # benchmarks/profile_evaluator.py: its laps, that file
-            env["WARPK_PROFILE"] = os.environ["WARPK_PROFILE"]
+        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES"):  # profile_evaluator.py's laps; tests
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
         self.output = OutputTail()
         try:

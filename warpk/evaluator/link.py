@@ -24,12 +24,14 @@ from warpk.evaluator.devices import Device
 from warpk.evaluator.freeze import NoFreeze
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.remote import read_into
-from warpk.evaluator.transport import ALIGN, Carrier, layout, read_back, tensor_bytes
+from warpk.evaluator.transport import ALIGN, Carrier, layout, memfd_digest, read_back, tensor_bytes
 
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
 # correctness, and the candidate runs first, then the reference on the same inputs drawn again,
 # so peak device memory stays about KernelBench's (inputs + 2 x outputs; docs/evaluator.md §3).
-BIG_IO_BYTES = 1 << 30
+# WARPK_TEST_BIG_IO_BYTES (tests only, passed to the trusted worker by lane.py) lowers it, so the
+# huge-task path runs on small shapes in seconds.
+BIG_IO_BYTES = int(os.environ.get("WARPK_TEST_BIG_IO_BYTES", 1 << 30))
 # On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
 DEVICE_MEMORY_BYTES = 256 << 20
 HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
@@ -132,15 +134,20 @@ class Link:
         """One round trip of `calls`, after a Stage: (Ran, its outputs, its reported inputs, wall
         ms on this process's clock from sending the Go that carries the inputs to holding copies
         of the outputs here). Device memory the worker could still write is never believed.
-        `consume`: empty the caller's `calls` once packed (huge tasks: one copy of the inputs)."""
+        `consume`: empty the caller's `calls` once packed (huge tasks: one copy of the inputs); on
+        the CPU the memfd's hash, taken before the worker has it, then stands for them."""
         fd, encoded = self.encode(calls)
+        digest = memfd_digest(fd) if consume and self.remote and fd is not None else None
         if consume:
             calls.clear()
         try:
             self.prepare(len(encoded))
             ran, outs, ins, wall_ms = self.go_encoded(fd, encoded, limit_s, **flags)
-            if calls and self.remote:  # it worked on our memfd in place: frozen, it is as it left it
+            # it worked on our memfd in place and is frozen now: the memfd is as it left it
+            if calls and self.remote:
                 self.check_inputs(fd, encoded, calls)
+            elif digest is not None and memfd_digest(fd) != digest:
+                raise Verdict("incorrect", "the candidate modified its inputs in place")
             return ran, outs, ins, wall_ms
         finally:
             if fd is not None:

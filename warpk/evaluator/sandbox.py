@@ -46,7 +46,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   reference is timed again after the sandbox is killed, so what freezing does not stop (kernels
   queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
-  keeps (in no RSS; /tmp is capped), its process count (RLIMIT_NPROC does not bind root) and its
+  keeps (in no RSS; /tmp is capped), the sum of all sandboxes' memory (each is bounded, their
+  total is not: a lane candidate and a pool build together can outgrow the host and make the
+  kernel's OOM killer pick the trusted worker or the parent, red team round 13), its process count (RLIMIT_NPROC does not bind root) and its
   cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team round 2); the disk
   its build dir takes, and in `process` mode its working dir (the host's quota); kernel or driver
   exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:

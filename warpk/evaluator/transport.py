@@ -20,6 +20,7 @@ Non-goals: no messages (warpk.evaluator.protocol), no verification (warpk.evalua
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import math
 import mmap
 import os
@@ -254,6 +255,17 @@ def read_back(torch, fd: int, specs: list[TensorSpec]) -> list:
         warnings.simplefilter("ignore", UserWarning)
         buffer = torch.frombuffer(mm, dtype=torch.uint8)
     return [_view(torch, buffer, s, size) for s in specs]
+
+
+def memfd_digest(fd: int) -> bytes:
+    """A cryptographic hash of everything in a memfd now (blake2b through a read-only shared
+    mapping, no copy): what stands for a huge task's inputs once our own copy of them is gone, so
+    the worker's in-place changes are still seen (link.Link.go)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return b""
+    with mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) as mm:
+        return hashlib.blake2b(mm, digest_size=32).digest()
 
 
 # --- device memory (a GPU on both sides) -------------------------------------------------------
