@@ -142,3 +142,33 @@ def test_a_build_that_will_not_freeze_is_killed_and_the_pool_never_stays_frozen(
         (group / "cgroup.freeze").write_text("0")
         stuck.rmdir()
         group.rmdir()
+
+
+def _worker_pid(worker: UntrustedProcess) -> int:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for pid in process_tree(worker.proc.pid):
+            with contextlib.suppress(OSError):
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"warpk.evaluator.untrusted" in cmdline and not cmdline.startswith(b"bwrap"):
+                    return pid
+        time.sleep(0.05)
+    raise AssertionError("the worker never started")
+
+
+@needs_bwrap
+def test_the_oom_killer_takes_sandboxes_first():
+    """Red team round 13: each sandbox's memory is bounded but their sum is not, and memfd or
+    tmpfs pages count in no process's badness, so the kernel's OOM killer would take the trusted
+    worker or the parent; sandboxes now come first (candidates and builds, then the reference
+    worker). A candidate can lower its own score again (Linux 6.18 lets it, measured): this
+    orders accidents, it does not stop an adversary (threat model, warpk.evaluator.sandbox)."""
+    candidate = UntrustedProcess("bwrap", None, Limits(2.0, 1, False), {})
+    reference = UntrustedProcess("bwrap", None, Limits(2.0, 1, False), {}, role="reference")
+    try:
+        assert Path(f"/proc/{_worker_pid(candidate)}/oom_score_adj").read_text().strip() == "1000"
+        assert Path(f"/proc/{_worker_pid(reference)}/oom_score_adj").read_text().strip() == "500"
+    finally:
+        candidate.close()
+        reference.close()
+    assert Path("/proc/self/oom_score_adj").read_text().strip() != "1000"  # the parent keeps its own

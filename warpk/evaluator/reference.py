@@ -81,7 +81,8 @@ class ReferenceWorker:
                         address_space_limit=request.device == "cpu", cores=tuple(request.cores))
         env = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "MAX_JOBS": "4"}
         # its working dir as the candidate's: a tmpfs in its sandbox, or a host folder it removes
-        self.process = UntrustedProcess(request.sandbox, None, limits, env, None, request.gpu)
+        self.process = UntrustedProcess(request.sandbox, None, limits, env, None, request.gpu,
+                                        role="reference")
         self.sock = self.process.sock
         # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
         self.pid = wait_worker_pid(self.process.proc.pid)  # the sandbox is complete from here

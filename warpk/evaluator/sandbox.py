@@ -47,9 +47,11 @@ the reference is timed through the same harness in a worker of its own, in this 
   queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), the sum of all sandboxes' memory (each is bounded, their
-  total is not: a lane candidate and a pool build together can outgrow the host and make the
-  kernel's OOM killer pick the trusted worker or the parent, red team round 13), its process count (RLIMIT_NPROC does not bind root) and its
-  cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team round 2); the disk
+  total is not: a lane candidate and a pool build together can outgrow the host, red team round
+  13; the OOM killer takes sandboxes first, oom_score_adj 1000 and 500 for the reference worker,
+  but a candidate can lower its own), its process count (RLIMIT_NPROC does not bind
+  root) and its cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team
+  round 2); the disk
   its build dir takes, and in `process` mode its working dir (the host's quota); kernel or driver
   exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
@@ -92,7 +94,7 @@ from pathlib import Path
 
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, ResourceGroup, enter_limits
+from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, OOM_SCORE_ADJ, ResourceGroup, enter_limits
 from warpk.evaluator.seccomp import seccomp_fd
 from warpk.paths import REPO as PROJECT_ROOT
 
@@ -321,7 +323,8 @@ class UntrustedProcess:
     Its output comes through a pipe made here (`output`), never a file. `close()` when done."""
 
     def __init__(self, mode: str, home: Path | None, limits: Limits, env: dict[str, str],
-                 build_dir: Path | None = None, gpu: str | None = None, pool: bool = False):
+                 build_dir: Path | None = None, gpu: str | None = None, pool: bool = False,
+                 role: str = "candidate"):
         self.mode, self.limits, self.killed = mode, limits, False
         self.host_home, self.made_home = None, False
         if mode != "bwrap":
@@ -343,7 +346,7 @@ class UntrustedProcess:
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
                     enter_limits, self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's own
-                    if limits.address_space_limit else 0),
+                    if limits.address_space_limit else 0, OOM_SCORE_ADJ[role]),
             )
         except BaseException:
             self.group.close()
