@@ -7,7 +7,7 @@ episodes; the calm rule chosen on the tuning episodes, then run on the held-out 
 are computed here for the same 20 episodes per regime, and the three PPO policies' episode rows
 are read from the claim's data (`--claim`, runtime_results.jsonl per regime). Writes per regime
 a Markdown table (frontier.md) and the figure (frontier-<regime>.png) under --out. SIMULATED:
-measured cost fit, MODELLED cap/clock effect. About 1.5 min per regime on one core.
+measured cost fit, MODELLED cap/clock effect. About 1 min per regime on one core.
 
     python benchmarks/runtime_claim_frontier.py --claim docs/data/runtime-heldout-2026-12-05 \
         --out docs/data/runtime-heldout-2026-12-05/frontier
@@ -26,7 +26,7 @@ from warpk.__main__ import compose_config  # noqa: E402
 from warpk.runtime import baselines  # noqa: E402
 from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 from warpk.runtime.evaluation import evaluate, evaluation_seeds, tuning_seeds_of  # noqa: E402
-from warpk.runtime.frontier import frontier_figure, frontier_table, pareto, points, standing  # noqa: E402
+from warpk.runtime.frontier import Standing, frontier_figure, frontier_table, pareto, points, standing  # noqa: E402
 from warpk.tables import to_markdown  # noqa: E402
 
 REGIMES = ("mixed", "latency_sensitive", "throughput")
@@ -38,7 +38,7 @@ def mean(rows: list[dict], key: str) -> float:
     return sum(r[key] for r in rows) / len(rows)
 
 
-def as_dict(s) -> dict:
+def as_dict(s: Standing) -> dict:
     return {"policy": s.policy, "sla_attainment": s.sla_attainment,
             "energy_per_request_j": s.energy_per_request_j, "energy_share": s.energy_share,
             "frontier_static": s.static.label if s.static else None,
@@ -56,7 +56,8 @@ def regime(name: str, claim: Path, out: Path) -> dict:
         row = json.loads(line)
         if not row.get("summary"):
             rows.setdefault(row["policy"], []).append(row)
-    assert sorted({r["seed"] for r in rows["M4 PPO"]}) == sorted(seeds), "not the claim's episodes"
+    if sorted({r["seed"] for r in rows["M4 PPO"]}) != sorted(seeds):
+        raise SystemExit(f"{claim / name}.jsonl: not the episodes of runtime.eval_seeds=20 (the claim's)")
     grid = baselines.sweep(env, baselines.full_grid(env), seeds)
     statics = points({a: env.setting(a).label for a in grid}, grid)
     rule = baselines.best_calm_rule(env, tuning_seeds_of(config))

@@ -37,3 +37,13 @@ def test_a_policy_above_every_static_attainment_has_no_share():
 def test_the_figure_is_written(tmp_path):
     path = frontier_figure(GRID, [standing("PPO", 0.97, 105.0, pareto(GRID))], "t", tmp_path / "f.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ties_duplicates_and_a_policy_on_the_frontier():
+    tied = [StaticPoint("a", 0.9, 100.0), StaticPoint("b", 0.95, 100.0), StaticPoint("c", 0.95, 100.0),
+            StaticPoint("d", 0.95, 120.0)]  # fmt: skip
+    front = pareto(tied)
+    assert [p.label for p in front] == ["b"]  # equal energy: the more attaining; equal both: one
+    on = standing("static b", 0.95, 100.0, front)
+    assert on.energy_share == 1.0 and on.dominated_by is None
+    assert pareto([]) == [] and standing("x", 0.5, 1.0, []).static is None

@@ -26,12 +26,20 @@ from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.remote import read_into
 from warpk.evaluator.transport import ALIGN, Carrier, layout, memfd_digest, read_back, tensor_bytes
 
+
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
 # correctness, and the candidate runs first, then the reference on the same inputs drawn again,
 # so peak device memory stays about KernelBench's (inputs + 2 x outputs; docs/evaluator.md §3).
 # WARPK_TEST_BIG_IO_BYTES (tests only, passed to the trusted worker by lane.py) lowers it, so the
 # huge-task path runs on small shapes in seconds.
-BIG_IO_BYTES = int(os.environ.get("WARPK_TEST_BIG_IO_BYTES", 1 << 30))
+def _big_io_bytes() -> int:
+    value = os.environ.get("WARPK_TEST_BIG_IO_BYTES", str(1 << 30))
+    if not value.isdigit():
+        raise ValueError(f"WARPK_TEST_BIG_IO_BYTES={value!r}: a number of bytes (tests only; unset it)")
+    return int(value)
+
+
+BIG_IO_BYTES = _big_io_bytes()
 # On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
 DEVICE_MEMORY_BYTES = 256 << 20
 HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")

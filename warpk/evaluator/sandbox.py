@@ -38,21 +38,18 @@ the reference is timed through the same harness in a worker of its own, in this 
   process tree (RLIMIT_AS too on CPU), no core dumps, one file at most 1 TiB.
   Resources (warpk.evaluator.resources, both modes; every record's `limits` says which apply): a
   cgroup per sandbox, joined before exec, with memory.max counting what no RSS shows (its tmpfs
-  /tmp, memfds, shared memory: corpus 55), pids.max, and the lane's cores as its cpuset (the
-  reference worker gets the same cores, so starting more threads buys nothing).
+  /tmp, memfds, shared memory: corpus 55), pids.max, the lane's cores as its cpuset (the
+  reference worker's too: more threads buy nothing), and oom_score_adj 1000 (reference 500).
   While the reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every
   process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads, so
   all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the
   reference is timed again after the sandbox is killed, so what freezing does not stop (kernels
   queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
-  keeps (in no RSS; /tmp is capped), the sum of all sandboxes' memory (each is bounded, their
-  total is not: a lane candidate and a pool build together can outgrow the host, red team round
-  13; the OOM killer takes sandboxes first, oom_score_adj 1000 and 500 for the reference worker,
-  but a candidate can lower its own), its process count (RLIMIT_NPROC does not bind
-  root) and its cores (more threads than the reference worker's: 1.1-1.3x on 2 cores, red team
-  round 2); the disk
-  its build dir takes, and in `process` mode its working dir (the host's quota); kernel or driver
+  keeps (in no RSS; /tmp is capped), the sum of all sandboxes' memory (each is bounded, not the
+  total, red team round 13; the OOM killer takes sandboxes first, but a candidate can lower its
+  score), its process count (RLIMIT_NPROC does not bind root), without a cpuset its cores (round
+  2: 1.1-1.3x); the disk its build dir takes, in `process` mode its working dir; kernel or driver
   exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
   the mounted system folders and /sys reveal, which it can write into its error text; GPU side
@@ -61,16 +58,15 @@ the reference is timed through the same harness in a worker of its own, in this 
   sandbox died; on a GPU lane its harness packs its outputs into the send buffer, a copy a
   candidate can rewrite itself to skip (on the CPU the trusted side reads them out of its memory:
   corpus 51); where no cgroup v2 group can be made, a build in the compile pool timing its load to
-  the reference's batches (elsewhere the lanes freeze the pool while they time,
-  warpk.evaluator.pool_gate: red team round 9 got 1.9x for a copy that way; what a sandbox can
-  still read of the others, /proc/stat's per-core times and locks on shared files, then has nothing
-  running to act on, except on a multi-lane host another lane's candidate, loading the memory bus);
-  byte-range locks on shared read-only files signalling between live sandboxes (red team round 7;
-  no speedup made of it); in `process` mode an orphan reparented outside its tree escapes the
+  the reference's batches (elsewhere the lanes freeze the pool while they time, pool_gate: red
+  team round 9 got 1.9x that way; what a sandbox still reads of the others, /proc/stat and locks,
+  then has nothing running to act on, except another lane's candidate loading the memory bus);
+  byte-range locks on shared read-only files signalling between live sandboxes (round 7; no
+  speedup made of it); in `process` mode an orphan reparented outside its tree escapes the
   SIGSTOP freeze (not the cgroup one), and none of the namespace protections apply (it can write
   wherever the user can, reach the network and the sampler daemon on loopback, which it can slow
-  but not change, and kill the trusted worker: a harness failure). Run untrusted code on a machine
-  you can afford to lose, or at least under bwrap.
+  but not change, and kill the trusted worker: a harness failure). Run it on a machine you can
+  afford to lose, or at least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process): the real worker entry (torch and
 warpk.evaluator.untrusted imported by this interpreter, by the path this process was started

@@ -8,11 +8,10 @@ the file under the trusted reader (which would fault it with SIGBUS). `unpack` r
 is not a sealed regular file of the right size, a dtype outside DTYPES, a negative or oversized
 shape, or a misaligned offset: all `ProtocolError`, i.e. the candidate's fault.
 
-On a GPU, big batches stay on the device instead (`Carrier(on_device=True)`): the sender copies them
-into a CUDA VMM allocation and sends it as an fd (warpk.evaluator.cudashare). Device memory
-cannot be sealed, so a receiver copies the bytes out before it believes them (`Carrier.unpack`);
-the untrusted worker uses staged inputs in place (`Carrier.decode_calls`): the trusted side never
-reads what it handed over again.
+On a GPU, big batches stay on the device (`Carrier(on_device=True)`): copied into a CUDA VMM
+allocation sent as an fd (warpk.evaluator.cudashare). Device memory cannot be sealed, so a
+receiver copies the bytes out before it believes them (`Carrier.unpack`); the untrusted worker
+uses staged inputs in place (`Carrier.decode_calls`), never read by the trusted side again.
 
 Non-goals: no messages (warpk.evaluator.protocol), no verification (warpk.evaluator.checks).
 """
@@ -258,11 +257,9 @@ def read_back(torch, fd: int, specs: list[TensorSpec]) -> list:
 
 
 def memfd_digest(fd: int) -> bytes:
-    """A cryptographic hash of everything in a memfd now (blake2b through a read-only shared
-    mapping, no copy): what stands for a huge task's inputs once our own copy of them is gone, so
-    the worker's in-place changes are still seen (link.Link.go)."""
-    size = os.fstat(fd).st_size
-    if size == 0:
+    """blake2b of a memfd's bytes now (read-only shared mapping, no copy): it stands for inputs we
+    no longer hold, so the worker's in-place changes are still seen (link.Link.go)."""
+    if (size := os.fstat(fd).st_size) == 0:
         return b""
     with mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ) as mm:
         return hashlib.blake2b(mm, digest_size=32).digest()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -173,8 +173,6 @@ class SloSlackController:
 
 CALM_RUNNING = (4, 8, 16, 32, 64)  # calm: fewer requests than this running
 CALM_AGE = (0.3, 0.6, math.inf)  # and the oldest running younger than this x the E2E limit (inf: any)
-_RUNNING = OBS_NAMES.index("running_per_max_concurrency")
-_WAITING = OBS_NAMES.index("waiting_per_max_concurrency")
 _AGE = OBS_NAMES.index("oldest_running_age_per_e2e_limit")
 
 
@@ -187,15 +185,14 @@ class CalmRule:
     slow: tuple[int, int, int]
     max_age: float
     name: str = "best calm rule"
+    fast: np.ndarray | None = field(default=None, init=False)  # static max's action, set by reset
 
     def reset(self, env: ServingEnv) -> None:
-        self.fast, self.slow_action = np.asarray(static_max(env).action), np.asarray(self.slow)
-        self.max_concurrency = env.concurrency[-1]
+        self.fast = np.asarray(static_max(env).action)
 
     def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
-        calm = (obs[_RUNNING] * self.max_concurrency < self.max_running and obs[_WAITING] == 0
-                and obs[_AGE] < self.max_age)  # fmt: skip
-        return self.slow_action if calm else self.fast
+        calm = info["running"] < self.max_running and info["waiting"] == 0 and obs[_AGE] < self.max_age
+        return np.asarray(self.slow) if calm else self.fast
 
     def describe(self, env: ServingEnv) -> str:
         age = "" if math.isinf(self.max_age) else f", oldest < {self.max_age:g} x E2E limit"
@@ -210,6 +207,9 @@ def best_calm_rule(env: ServingEnv, tuning_seeds: list[int]) -> CalmRule:
     fast = static_max(env).action
     slow = [(cap, clock, fast[2]) for cap in range(len(env.caps_w)) for clock in range(len(env.clocks))
             if (cap, clock, fast[2]) != fast]  # fmt: skip
+    if not slow:
+        raise ValueError(f"the served GPU ({env.hardware.name}) has no setting slower than static max "
+                         f"({env.setting(fast).label}): no calm rule can be made")  # fmt: skip
     bar = np.mean([r.sla_attainment for r in evaluate(env, static_max(env), tuning_seeds)])
     scored = []
     for k, setting, age in itertools.product(CALM_RUNNING, slow, CALM_AGE):

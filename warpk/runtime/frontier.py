@@ -78,6 +78,7 @@ def standing(policy: str, sla_attainment: float, energy_j: float, front: list[St
 
 
 def frontier_table(standings: list[Standing], front: list[StaticPoint], title: str) -> Table:
+    """One row per policy: its means, the cheapest static setting attaining as much, the share."""
     table = Table("runtime_frontier", title, [
         "policy", "SLA attainment", "J/request", "cheapest static at >= its attainment",
         "its J/request", "energy / that static's", "beaten by a static"])  # fmt: skip
@@ -103,6 +104,8 @@ def frontier_figure(statics: list[StaticPoint], standings: list[Standing], title
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not statics:
+        raise ValueError("no static setting to draw a frontier of")
     front = pareto(statics)
     # the axis spans the frontier (where the choice is); what lies below is drawn on its edge
     low = max(0.0, min(p.sla_attainment for p in front) - 0.02)

@@ -61,7 +61,8 @@ def run_policies(
                     results = evaluate(env, policy, seeds, actuator.apply)
             else:
                 results = evaluate(env, policy, seeds)
-            setting = env.setting(policy.action).label if hasattr(policy, "action") else "adaptive"
+            setting = (env.setting(policy.action).label if hasattr(policy, "action")
+                       else policy.describe(env) if hasattr(policy, "describe") else "adaptive")  # fmt: skip
             per_seed[policy.name] = results
             summary = record_episodes(out, policy.name, setting, results)
             summaries.append(summary)
@@ -140,10 +141,10 @@ def sensitivity_section(config: RunConfig, model, actions: dict, n_eval: int) ->
 
 
 def frontier_section(
-    summaries: list[PolicySummary], statics: tuple[StaticPoint, ...], sla_name: str, figure: Path
+    summaries: list[PolicySummary], statics: tuple[StaticPoint, ...], sla_name: str, run_dir: Path
 ) -> Section:
     """Every policy of the main table against the frontier of all static settings on the same
-    episodes (frontier/<policy>/... keys), and the figure at `figure`."""
+    episodes (frontier/<policy>/... keys), and the figure (run_dir/runtime_frontier.png)."""
     front = pareto(list(statics))
     standings = [standing(s.policy, s.sla_attainment, s.energy_per_request_j, front) for s in summaries]
     title = f"Against the frontier of all {len(statics)} static settings (held-out means), sla={sla_name}"
@@ -151,5 +152,5 @@ def frontier_section(
     for st in standings:
         keys[f"frontier/{slug(st.policy)}/energy_share"] = st.energy_share
         keys[f"frontier/{slug(st.policy)}/beaten_by_a_static"] = st.dominated_by is not None
-    frontier_figure(list(statics), standings, f"{title}; SIMULATED", figure)
+    frontier_figure(list(statics), standings, f"{title}; SIMULATED", run_dir / "runtime_frontier.png")
     return frontier_table(standings, front, title), keys

@@ -52,7 +52,7 @@ class StaticGrid:
 
     oracle: Action
     cap: Action
-    points: tuple[StaticPoint, ...]
+    static_points: tuple[StaticPoint, ...]
 
 
 def static_actions(config: RunConfig, share: float) -> StaticGrid:

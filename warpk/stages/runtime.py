@@ -106,7 +106,7 @@ def run_runtime(config: RunConfig, run_dir: Path, log: Callable[[dict], None]) -
     n_eval, split = len(eval_seeds), "" if rt.evaluate_on == "heldout" else rt.evaluate_on
     console.print(results.verdict_line(out, n_eval, split))
 
-    sections = [results.frontier_section(summaries, grid.points, sla.name, run_dir / "runtime_frontier.png")]
+    sections = [results.frontier_section(summaries, grid.static_points, sla.name, run_dir)]
     if len(models) > 1:
         sections.append(results.train_seeds_section(config, summaries, per_seed, train_seeds, n_eval))
     with console.status("sensitivity to the modelled clock curve"):
