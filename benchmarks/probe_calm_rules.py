@@ -27,34 +27,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime.baselines import static_max  # noqa: E402
-from warpk.runtime.env import OBS_NAMES, ServingEnv, reward_weights, served_calibration  # noqa: E402
+from warpk.runtime.baselines import CalmRule, static_max  # noqa: E402
+from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 from warpk.runtime.evaluation import evaluate  # noqa: E402
 from warpk.runtime.selection import selection_seeds  # noqa: E402
 
-RUNNING = OBS_NAMES.index("running_per_max_concurrency")
-WAITING = OBS_NAMES.index("waiting_per_max_concurrency")
-AGE = OBS_NAMES.index("oldest_running_age_per_e2e_limit")
 MAX_RUNNING = (4, 8, 16, 32, 64)
 # (cap, clock, concurrency) indices: the default clocks at 700 W -> 1410 / 1110 MHz, 600 / 500 W,
 # and 400 W at 1410 MHz (caps from 700 W down, clocks max / balanced / efficient, concurrency 128)
 SLOW = ((0, 1, 4), (0, 2, 4), (1, 0, 4), (2, 0, 4), (3, 1, 4))
 MAX_AGE = (0.3, 0.6, math.inf)  # x the E2E limit; inf = no age condition
-
-
-class CalmRule:
-    def __init__(self, env: ServingEnv, max_running: int, slow: tuple, max_age: float):
-        self.fast, self.slow = np.asarray(static_max(env).action), np.asarray(slow)
-        self.max_running, self.max_age, self.max_c = max_running, max_age, env.concurrency[-1]
-        self.name = (f"calm: < {max_running} running, none waiting, oldest < {max_age:g} x E2E -> "
-                     f"{env.setting(slow).label}")  # fmt: skip
-
-    def reset(self, env: ServingEnv) -> None:
-        pass
-
-    def act(self, obs: np.ndarray, info: dict) -> np.ndarray:
-        calm = obs[RUNNING] * self.max_c < self.max_running and obs[WAITING] == 0 and obs[AGE] < self.max_age
-        return self.slow if calm else self.fast
 
 
 def main() -> None:
@@ -72,15 +54,15 @@ def main() -> None:
           f"{ref_energy_j:.1f} J/request")  # fmt: skip
     rows = []
     for k, slow, age in itertools.product(MAX_RUNNING, SLOW, MAX_AGE):
-        rule = CalmRule(env, k, slow, age)
+        rule = CalmRule(k, slow, age)
         results = evaluate(env, rule, seeds)
         attainment = np.array([r.sla_attainment for r in results])
         saving = 1 - np.mean([r.energy_per_request_j for r in results]) / ref_energy_j
         below = int(np.sum(attainment < ref_attainment))
         rows.append((below, saving))
         delta = attainment.mean() - ref_attainment.mean()
-        print(f"{rule.name}: below static max on {below}/{len(seeds)}, attainment {delta:+.4f}, "
-              f"saving {saving:.1%}", flush=True)  # fmt: skip
+        print(f"calm: {rule.describe(env)}: below static max on {below}/{len(seeds)}, "
+              f"attainment {delta:+.4f}, saving {saving:.1%}", flush=True)  # fmt: skip
     print("largest saving of any rule, by episodes below static max:")
     for bound in sorted({b for b, _ in rows}):
         print(f"  <= {bound}: {max(s for b, s in rows if b <= bound):.1%}")
