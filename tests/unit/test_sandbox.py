@@ -320,17 +320,17 @@ def test_rebinding_the_comparison_functions_changes_nothing():
 
 @needs_bwrap
 def test_a_clock_that_lies_changes_nothing():
-    """The candidate does the softmax 30 times per call and makes its own clock
+    """The candidate does the softmax 10 times per call and makes its own clock
     (time.perf_counter_ns) run 1000x slow: evaluator v3 reads no time the candidate reports
     (only the trusted worker's clock, around the same round trip for both sides), so the lie
-    buys nothing and the candidate is as slow as its 30 softmaxes: well below 1x."""
+    buys nothing and the candidate is as slow as its 10 softmaxes: well below 1x."""
     prelude = (
         "import time\n"
         "_real = time.perf_counter_ns\n_t0 = _real()\n"
         "time.perf_counter_ns = lambda: _t0 + (_real() - _t0) // 1000\n"
     )
-    body = "for _ in range(30):\n    y = torch.softmax(x, dim=-1)"
-    record = _measure(_forward(body, prelude=prelude), batch_target_ms=20.0)
+    body = "for _ in range(10):\n    y = torch.softmax(x, dim=-1)"
+    record = _measure(_forward(body, prelude=prelude))
     assert record.status == "ok", record.error
     assert record.speedup_high < 1, record
 
