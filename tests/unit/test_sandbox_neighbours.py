@@ -171,3 +171,25 @@ def test_the_oom_killer_takes_sandboxes_first():
     finally:
         candidate.close()
         reference.close()
+
+
+def test_every_sandbox_lies_below_one_memory_budget():
+    """Red team round 13: the sandboxes' memory is bounded in total, not only each: their groups
+    lie below the `warpk` group, whose limit is MemTotal less the trusted side's reserve, so
+    over it the kernel kills inside the sandboxes and never the trusted worker or the parent."""
+    from warpk.evaluator.hostmem import sandbox_budget_bytes
+    from warpk.evaluator.resources import ResourceGroup, placement
+
+    method, bases = placement()
+    if "memory" not in bases:
+        pytest.skip("no memory cgroup here (records say limits=none)")
+    base = bases["memory"]
+    limit = int((base / ("memory.max" if method == "cgroup2" else "memory.limit_in_bytes")).read_text())
+    budget = sandbox_budget_bytes()
+    assert budget - 4096 <= limit <= budget  # the kernel rounds down to a page
+    for pool in (False, True):
+        group = ResourceGroup(1 << 30, (), pool)
+        try:
+            assert group.dirs["memory"].is_relative_to(base), (group.dirs, base)
+        finally:
+            group.close()

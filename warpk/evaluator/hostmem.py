@@ -55,3 +55,23 @@ def check_host_memory(torch, task) -> None:
         raise Verdict("too_big", f"the task needs about {need / 2**30:.1f} GiB of host memory in this "
                       f"protocol (inputs and outputs, both workers) and this machine has "
                       f"{available / 2**30:.1f} GiB available")
+
+
+# Every sandbox's group lies below one `warpk` group (warpk.evaluator.resources), whose memory
+# limit bounds their sum: each sandbox is limited, their total was not, and memory in memfds or
+# tmpfs counts in no process's badness, so two sandboxes of one attacker could outgrow the host
+# and the kernel's OOM killer took the trusted worker or the parent (red team round 13). Over
+# this budget the kernel kills inside the sandboxes' groups only; the rest is the trusted side's.
+SANDBOX_RESERVE_FRACTION, SANDBOX_RESERVE_MIN_BYTES = 0.15, 2 << 30
+
+
+def sandbox_budget_bytes() -> int | None:
+    """Host memory all sandboxes together may hold: MemTotal less the reserve (None: unknown)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+                return total - max(SANDBOX_RESERVE_MIN_BYTES, int(total * SANDBOX_RESERVE_FRACTION))
+    except (OSError, ValueError):
+        return None
+    return None

@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+from warpk.evaluator.hostmem import sandbox_budget_bytes
+
 CONTROLLERS = ("memory", "pids", "cpuset")
 MEMORY_HEADROOM_BYTES = 1 << 30
 # Tasks (threads and processes: torch starts dozens, a CUDA build with ninja and nvcc hundreds)
@@ -51,7 +53,6 @@ FILE_SIZE_LIMIT_BYTES = 1 << 40
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
 REMOVE_WAIT_S = 0.5
 STALE_AFTER_S = 60.0
-
 
 def _mounts() -> list[list[str]]:
     try:
@@ -152,6 +153,10 @@ def placement() -> tuple[str, dict[str, Path]]:
     else:
         v1 = _v1_bases()
         method, bases = ("cgroup1", v1) if "memory" in v1 else ("none", {})
+    budget = sandbox_budget_bytes()  # the sum of every sandbox below `warpk` (red team round 13)
+    if "memory" in bases and budget is not None and budget > 0:
+        limit = "memory.max" if method == "cgroup2" else "memory.limit_in_bytes"
+        _write(bases["memory"] / limit, str(budget))
     for base in set(bases.values()):
         for stale in base.glob(f"{GROUP_PREFIX}*"):
             try:  # not one another process has just made and not filled yet

@@ -46,10 +46,10 @@ the reference is timed through the same harness in a worker of its own, in this 
   reference is timed again after the sandbox is killed, so what freezing does not stop (kernels
   queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
-  keeps (in no RSS; /tmp is capped), the sum of all sandboxes' memory (each is bounded, not the
-  total, red team round 13; the OOM killer takes sandboxes first, but a candidate can lower its
-  score), its process count (RLIMIT_NPROC does not bind root), without a cpuset its cores (round
-  2: 1.1-1.3x); the disk its build dir takes, in `process` mode its working dir; kernel or driver
+  keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
+  can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
+  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); the disk its
+  build dir takes, in `process` mode its working dir; kernel or driver
   exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
   the mounted system folders and /sys reveal, which it can write into its error text; GPU side
