@@ -364,12 +364,12 @@ def kill_group(group: Path) -> None:
             pass
 
 
-# The kernel's OOM killer takes a sandbox's processes before anything else of the run: each
-# sandbox's memory is bounded but their sum is not, and memory held in unmapped memfds or tmpfs
-# counts in no process's badness (red team round 13). The task's reference worker goes after
-# candidates and builds; the trusted worker and the parent keep the system's default. A candidate
-# can write its own score back down (Linux 6.18 allows it unprivileged, measured): this orders
-# accidents, an adversary is not stopped by it.
+# Which sandbox the kernel's OOM killer takes when all of them together reach their budget
+# (hostmem.sandbox_budget_bytes): memory in unmapped memfds or tmpfs counts in no process's
+# badness, so candidates and builds are marked first, the task's reference worker next (red team
+# round 13); the trusted worker and the parent are outside the budget's group. A candidate can
+# write its own score back down (Linux 6.18 allows it unprivileged, measured): an ordering, not
+# a limit.
 OOM_SCORE_ADJ = {"candidate": 1000, "reference": 500}
 
 
