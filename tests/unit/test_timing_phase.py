@@ -1,6 +1,6 @@
 """The v3 timing loop (warpk.evaluator.timing_phase.time_batches) with in-process fake sides:
 only the trusted clock's round trips count, the candidate is frozen whenever the reference runs,
-and huge tasks run the candidate first on inputs drawn again for the reference."""
+and huge tasks run in either order, the second side on inputs drawn again."""
 
 from __future__ import annotations
 
@@ -87,11 +87,15 @@ def test_both_sides_get_the_same_inputs_and_every_output_is_verified():
         run(cand_f=lambda x: x * 3)
 
 
-def test_a_huge_task_runs_the_candidate_first_and_redraws_the_reference_inputs():
-    _, log, _ = run(big=True, batches=4)
-    assert [side for side, _, _ in log] == ["candidate", "reference"] * 6
+def test_a_huge_task_runs_in_either_order_and_redraws_the_second_sides_inputs():
+    # A fixed order (the candidate first) gave copies of huge elementwise problems 1.03-1.17.
+    _, log, still = run(big=True, batches=20)
+    orders = {tuple(side for side, _, _ in log[i:i + 2]) for i in range(0, len(log), 2)}
+    assert orders == {("candidate", "reference"), ("reference", "candidate")}
+    assert {frozen for side, frozen, _ in log if side == "reference"} == {True}
     for i in range(0, len(log), 2):
         assert log[i][2] == log[i + 1][2]  # drawn again from the same seeds
+    assert not still.frozen
 
 
 def test_batches_are_sized_by_the_references_time_and_memory():

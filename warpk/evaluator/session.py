@@ -244,7 +244,8 @@ class Session(Link):
         batches = max(3, self.s.timing_batches // 2)
         self.ref_link.phase = "timing alone"
         with self.reference_side("timing alone"), self.pool.hold():
-            alone = reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches)
+            alone = reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches,
+                                    big=self.found.timed.big)
         self.references.alone.add(key, alone)
         return alone
 

@@ -7,7 +7,8 @@ outputs here (`Link.go`): the reference runs in a worker of its own that is the 
 harness with the task's Model in it (warpk.evaluator.reference), so delivery, mapping and launch
 cost the same on both sides and cancel in the ratio. Nothing the candidate's process reports is
 used. Per batch, reference and candidate run in a random order (a task over BIG_IO_BYTES: the
-candidate first, then the reference on the same inputs drawn again); while the reference runs,
+second on the same inputs drawn again; an order fixed for those gave the copies of upstream L1's
+huge elementwise problems 1.03-1.17 on the H200 and the H100); while the reference runs,
 the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first
 WARMUP_BATCHES warm both up and are not used. Every timed call's output is verified against the reference
 worker's. Speedup = median of the per-batch ratios with its distribution-free 95% interval.
@@ -76,6 +77,7 @@ class Timing:
     ref_ms: tuple[float, ...]
     new_ms: tuple[float, ...]
     freeze: str
+    big: bool = False  # a huge task's batches (memory given back after each side's)
 
     def fields(self, alone_ms: tuple[float, ...] = ()) -> dict:
         """The record's timing fields. `alone_ms`: reference batches timed after the candidate's
@@ -119,13 +121,17 @@ def needs_alone(timing: Timing, cached: tuple[float, ...] | None) -> bool:
     return statistics.median(timing.ref_ms) > statistics.median(cached) * (1 + CONTENTION_TOLERANCE)
 
 
-def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int) -> tuple[float, ...]:
+def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int,
+                    big: bool = False) -> tuple[float, ...]:
     """Per-call ms of `batches` reference batches of `k` fresh calls (after one warmup batch),
-    timed the same way, once no candidate process exists."""
+    timed the same way as in `time_batches` (a huge task's memory given back after each), once no
+    candidate process exists."""
     times = []
     for batch in range(batches + 1):
         calls = [draw(secrets.randbits(63)) for _ in range(k)]
-        _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k))
+        _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
+        if big:
+            reference.settle()
         del calls, outs
         if batch:
             times.append(wall_ms / k)
@@ -144,9 +150,10 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
                  verify: Callable[[list, list, str], object], k: int, batches: int, big: bool,
                  torch=None) -> Timing:
     """`batches` used batches of `k` calls (after WARMUP_BATCHES). `draw(seed)` gives one call's
-    inputs, `verify(ref_outputs, candidate_outputs, where)` raises on a mismatch; `big`: the
-    candidate first and the reference on the same inputs drawn again (one set of outputs on the
-    device at a time besides the delivered ones)."""
+    inputs, `verify(ref_outputs, candidate_outputs, where)` raises on a mismatch. The two sides
+    run in a random order per batch; `big`: the second on the same inputs drawn again (one set of
+    outputs on the device at a time besides the delivered ones), each giving its device memory
+    back before the other runs."""
     ref_ms, new_ms = [], []
 
     # Each side is frozen from its answer to our next message (link.py), so what it does after
@@ -154,7 +161,7 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
     def run_candidate(calls: list[list]) -> tuple[list, float]:
         _, outs, _, wall_ms = candidate.go(calls, candidate.limit_for(k), consume=big, release=big)
         if big:
-            candidate.settle()  # a huge task: its device memory is given back before the reference runs
+            candidate.settle()  # a huge task: its device memory is given back before the other side runs
         still.freeze()  # nothing of it runs until its next batch
         return outs, wall_ms
 
@@ -169,16 +176,15 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
         for batch in range(batches + WARMUP_BATCHES):  # the first warm both up, unused
             seeds = [secrets.randbits(63) for _ in range(k)]
             calls = [draw(seed) for seed in seeds]
-            if big or secrets.randbelow(2):
-                prints = [fingerprint(torch, c) for c in calls] if big else None
-                new_outs, new_wall = run_candidate(calls)  # big: `calls` is emptied once packed
-                if big:  # our copy went once packed: the same inputs drawn again for the reference
+            order = ("candidate", "reference") if secrets.randbelow(2) else ("reference", "candidate")
+            prints = [fingerprint(torch, c) for c in calls] if big else None
+            done = {}
+            for side in order:
+                if big and done:  # our copy went once packed: the same inputs drawn again
                     calls = [draw(seed) for seed in seeds]
                     check_redrawn(torch, calls, prints)
-                ref_outs, ref_wall = run_reference(calls)
-            else:
-                ref_outs, ref_wall = run_reference(calls)
-                new_outs, new_wall = run_candidate(calls)
+                done[side] = (run_candidate if side == "candidate" else run_reference)(calls)
+            (new_outs, new_wall), (ref_outs, ref_wall) = done.pop("candidate"), done.pop("reference")
             del calls
             for i, (ref_out, out) in enumerate(zip(ref_outs, new_outs, strict=True)):
                 verify(ref_out, out, f"timed call {i} of batch {batch}")
@@ -191,4 +197,4 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
                 new_ms.append(new_wall / k)
     finally:
         still.thaw()
-    return Timing(k, tuple(ref_ms), tuple(new_ms), still.method)
+    return Timing(k, tuple(ref_ms), tuple(new_ms), still.method, big)
