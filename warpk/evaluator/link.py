@@ -148,6 +148,7 @@ class Link:
         digest = memfd_digest(fd) if consume and self.remote and fd is not None else None
         if consume:
             calls.clear()
+            self.release()  # our copy's device memory back to the driver: the workers need it
         try:
             self.prepare(len(encoded))
             ran, outs, ins, wall_ms = self.go_encoded(fd, encoded, limit_s, **flags)
