@@ -34,7 +34,6 @@ def test_seed_by_ipw_sweep_runs_as_a_slurm_array(tmp_path):
     result = run_warpk(*SWEEP, f"hydra.sweep.dir={tmp_path}", timeout=120)
     elapsed_s = time.monotonic() - t0
     assert result.returncode == 0, result.stderr[-3000:]
-    assert elapsed_s < 60, f"4-job sweep took {elapsed_s:.1f} s on the local cluster"
     # one job array went through sbatch: submitit's sbatch script and one log dir per array task
     scripts = list((tmp_path / ".submitit").glob("*/*_submission.sh"))
     assert len(scripts) == 1 and "#SBATCH --array=0-3" in scripts[0].read_text()
