@@ -464,7 +464,7 @@ def test_a_task_too_big_for_this_hosts_memory_is_too_big_before_anything_is_allo
     start = time.monotonic()
     record = evaluator.measure(EvalItem(load_task_file(path), candidate, "copy.py"))
     assert record.status == "too_big", record.error
-    assert "of host memory" in record.error and "GiB available" in record.error
+    assert "of host memory" in record.error and "sandboxes may hold" in record.error
     assert time.monotonic() - start < 120  # decided on sizes, not by filling 4 TiB
 
 
@@ -481,3 +481,27 @@ def test_the_host_peak_is_sized_from_inputs_and_outputs_on_the_meta_device():
     task.get_inputs = lambda: [torch.randn(3).tolist()]  # not a tensor program: unsized
     task.Model = lambda: (_ for _ in ()).throw(RuntimeError("data-dependent"))
     assert host_peak_bytes(torch, task) is None
+
+
+def test_too_big_on_the_cpu_is_decided_from_the_hosts_total_not_the_moments_free_memory(monkeypatch, tmp_path):
+    # Red team round 15: a sibling in the compile pool held 11 GiB for a minute, MemAvailable fell,
+    # and an honest copy came out `too_big` (scored as incorrect).
+    import builtins
+    import types
+
+    import torch
+
+    from warpk.evaluator import hostmem
+    from warpk.evaluator.checks import Verdict
+
+    task = types.ModuleType("t")
+    exec(HUGE_TASK.replace("1 << 40", "1 << 20"), task.__dict__)  # needs 20 MiB in this protocol
+    meminfo = tmp_path / "meminfo"
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: real_open(meminfo if f == "/proc/meminfo" else f, *a, **k))
+    meminfo.write_text("MemTotal:       33554432 kB\nMemAvailable:          4 kB\n")  # 32 GiB, none free now
+    hostmem.check_host_memory(torch, task)  # fits the host: runs, whatever is free at this moment
+    monkeypatch.setattr(hostmem, "sandbox_budget_bytes", lambda: 10 << 20)
+    with pytest.raises(Verdict, match="sandboxes may hold 0.0 GiB") as caught:
+        hostmem.check_host_memory(torch, task)
+    assert caught.value.status == "too_big"

@@ -31,30 +31,23 @@ def host_peak_bytes(torch, task) -> int | None:
     return max(2 * in_bytes, in_bytes + 2 * out_bytes) + in_bytes + out_bytes
 
 
-def available_host_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (None where there is none)."""
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def check_host_memory(torch, task) -> None:
-    """On the CPU, a task whose protocol peak cannot fit this host's available memory is
-    `too_big` before anything is allocated: its inputs and the reference's outputs are sized on
-    torch's meta device (no data), since a real allocation would end in the kernel's OOM killer,
-    not an error. Tasks whose get_inputs or reference cannot run on meta are not checked here."""
+    """On the CPU, a task whose protocol peak cannot fit what this host lets its sandboxes hold
+    (`sandbox_budget_bytes`) is `too_big` before anything is allocated: its inputs and the
+    reference's outputs are sized on torch's meta device (no data), since a real allocation would
+    end in the kernel's OOM killer, not an error. Decided from what no sandbox can change (the
+    host's MemTotal), never from the moment's MemAvailable, which a sibling candidate holding
+    memory in the compile pool or another lane lowers at will (red team round 15: an honest copy
+    came out `too_big`, scored as incorrect). Tasks whose get_inputs or reference cannot run on
+    meta are not checked here."""
     from warpk.evaluator.checks import Verdict
 
     need = host_peak_bytes(torch, task)
-    available = available_host_bytes()
-    if need is not None and available is not None and need > available:
+    budget = sandbox_budget_bytes()
+    if need is not None and budget is not None and need > budget:
         raise Verdict("too_big", f"the task needs about {need / 2**30:.1f} GiB of host memory in this "
-                      f"protocol (inputs and outputs, both workers) and this machine has "
-                      f"{available / 2**30:.1f} GiB available")
+                      f"protocol (inputs and outputs, both workers) and this machine's sandboxes may "
+                      f"hold {budget / 2**30:.1f} GiB (MemTotal less the trusted side's reserve)")
 
 
 # Every sandbox's group lies below one `warpk` group (warpk.evaluator.resources), whose memory
