@@ -40,3 +40,47 @@ def test_the_h100_table_is_its_records():
                             "76_conv_standard_1D_dilated_strided__"]
     for name in l1["not_ok"]:
         assert name.rstrip("_") in DOC
+
+
+# --- session 21: after the huge-task order fix (docs/data/refcheck-h100-2026-12-05b) -------------
+AFTER = REPO / "docs" / "data" / "refcheck-h100-2026-12-05b"
+# the huge elementwise, norm, softmax, cumsum and pointwise-conv problems of L1 (by number)
+HUGE_ELEMENTWISE = set("19 20 21 22 23 24 25 26 27 28 29 30 31 32 36 37 87 89 91 92".split())
+
+
+def _records(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _row(records: list[dict]) -> dict:
+    ok = [r for r in records if r["status"] == "ok"]
+    speedups = sorted(r["speedup"] for r in ok)
+    at = lambda q: speedups[round(q * (len(speedups) - 1))]  # noqa: E731
+    return {"ok": f"{len(ok)}/{len(records)}", "median": f"{statistics.median(speedups):.3f}",
+            "range": f"{at(0.05):.3f}-{at(0.95):.3f}",
+            "contains": sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in ok), "n": len(ok),
+            "faster": sum(r["speedup_low"] > 1.1 for r in ok), "top_low": max(r["speedup_low"] for r in ok),
+            "wall": statistics.median(r["wall_s"] for r in records)}
+
+
+def test_the_order_fix_table_is_its_records():
+    l1, l2 = _row(_records(AFTER / "records-L1.jsonl")), _row(_records(AFTER / "records-L2-first30.jsonl"))
+    assert f"| `ok` | 95/99 | **{l1['ok']}** | {l2['ok']} |" in DOC
+    assert f"| median speedup of the copies | 1.009 | **{l1['median']}** | {l2['median']} |" in DOC
+    assert f"| 5-95% | 0.963-1.111 | **{l1['range']}** | {l2['range']} |" in DOC
+    share = lambda f: f"{f['contains']}/{f['n']} ({100 * f['contains'] / f['n']:.0f}%)"  # noqa: E731
+    assert f"| 95% interval contains 1 | 64/95 (67%) | **{share(l1)}** | {share(l2)} |" in DOC
+    assert l1["faster"] == l2["faster"] == 0
+    assert f"**0** (largest lower end {l1['top_low']:.3f})" in DOC and f"0 (largest {l2['top_low']:.3f})" in DOC
+    assert f"| {l1['wall']:.1f} s | {l2['wall']:.1f} s |" in DOC
+
+
+def test_the_huge_elementwise_copies_moved_from_counted_faster_to_containing_1():
+    def huge(path):
+        return [r for r in _records(path) if r["task_id"].rsplit("/", 1)[1].split("_")[0] in HUGE_ELEMENTWISE]
+
+    before, after = huge(DATA / "records-L1.jsonl"), huge(AFTER / "records-L1.jsonl")
+    assert len(before) == len(after) == 20
+    assert all(r["speedup_low"] > 1 for r in before)  # the fixed order: every interval above 1
+    assert all(r["speedup_low"] <= 1 <= r["speedup_high"] for r in after)
+    assert f"{min(r['speedup'] for r in after):.2f}-{max(r['speedup'] for r in after):.2f}" == "0.97-1.07"
