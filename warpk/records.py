@@ -142,7 +142,7 @@ def geometric_mean(values: list[float]) -> float | None:
 # ends up to 1.066 (one outlier, 1.25, on 0.5 ms batches), so 40 of 77 copies were "faster" by
 # the interval alone, 1 of 77 with this margin. Evaluator v3 on an H100 (2026-12-05, after the
 # huge-task order fix): honest copies' lower ends at most 1.010 on L1 (100) and 0.995 on L2 1-30;
-# on the 2-core CPU lane one softmax copy reached 1.11 (red team round 15). The margin stays at
+# on the 2-core CPU lane one softmax copy's lower end reached 1.11 (red team round 15). The margin stays at
 # 10% for every device: the CPU's noise needs it. Faster therefore means the interval's lower end
 # is above `than` x (1 + SPEED_BIAS_MARGIN).
 SPEED_BIAS_MARGIN = 0.10
