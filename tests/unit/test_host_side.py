@@ -157,6 +157,46 @@ def test_the_build_dir_is_only_made_by_the_parent_never_read(mode, tmp_path, hos
     assert {p.name for p in build_dir.iterdir()} >= {"trap.fifo", "trap.link"}
 
 
+FD_GIFT = """import os, socket, stat
+
+from warpk.evaluator import protocol as wire
+
+gift = os.memfd_create("warpk-fd-gift")
+os.ftruncate(gift, 8 << 20)
+for name in os.listdir("/proc/self/fd"):  # its link to the parent, wherever the harness keeps it
+    fd = int(name)
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            wire.send(socket.socket(fileno=os.dup(fd)), wire.Reply("ok"), gift)
+    except OSError:
+        pass
+
+
+class ModelNew:
+    pass
+"""
+
+
+def _memfds_here() -> list[str]:
+    links = []
+    for name in Path("/proc/self/fd").iterdir():
+        try:
+            links.append(str(name.readlink()))
+        except OSError:
+            pass
+    return [link for link in links if "warpk-fd-gift" in link]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_fd_a_compile_worker_attaches_to_its_reply_is_not_kept(mode, tmp_path):
+    """Red team round 16: a candidate in the compile pool sent its Reply with a memfd attached;
+    the parent kept it for the rest of the run, its pages charged to the sandboxes' memory budget,
+    and two such samples made every later honest candidate `crashed`."""
+    reply, tail = _compile(FD_GIFT, mode, tmp_path / "build")
+    assert reply is not None and reply.status == "ok", tail  # its forged Reply arrived
+    assert _memfds_here() == []
+
+
 # --- the parent's environment ----------------------------------------------------------------
 ENV_PROBE = '''import os
 

@@ -312,15 +312,23 @@ def recv_raw(sock: socket.socket, timeout_s: float | None = None) -> tuple[dict,
     return raw, fd
 
 
-def recv(sock: socket.socket, expected: tuple[type, ...], timeout_s: float | None = None):
-    """(message of one of the `expected` types, attached fd or None)."""
+def recv(sock: socket.socket, expected: tuple[type, ...], timeout_s: float | None = None,
+         keep_fd: tuple[type, ...] = ()):
+    """(message of one of the `expected` types, attached fd or None). An fd comes back only with
+    a message of a `keep_fd` type; any other is closed here, so an fd the peer attaches where none
+    belongs (a candidate's memfd on a compile worker's Reply: red team round 16, its pages held
+    by the parent for the rest of the run) cannot outlive the frame."""
     raw, fd = recv_raw(sock, timeout_s)
     try:
-        return decode(raw, expected), fd
+        message = decode(raw, expected)
     except ProtocolError:
         if fd is not None:
             _close(fd)
         raise
+    if fd is not None and not isinstance(message, keep_fd):
+        _close(fd)
+        fd = None
+    return message, fd
 
 
 def _close(fd: int) -> None:

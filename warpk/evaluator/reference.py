@@ -109,12 +109,10 @@ class ReferenceWorker:
         if self.loaded is not None:
             return
         try:
-            reply, fd = wire.recv(self.sock, (wire.Reply,), timeout_s=limit_s)
+            reply, _ = wire.recv(self.sock, (wire.Reply,), timeout_s=limit_s)
         except wire.ProtocolError as err:
             raise RuntimeError(f"the reference worker did not load the task ({err}; "
                                f"{self.process.stderr_tail() or 'no output'})") from err
-        if fd is not None:
-            os.close(fd)
         if reply.status != "ok":
             raise RuntimeError(f"the reference worker could not load the task: {reply.error}")
         self.loaded = reply

@@ -124,7 +124,7 @@ def serve() -> int:
 def _serve(torch, parent, devices, energies, references) -> int:
     while True:
         try:
-            request, fd = wire.recv(parent, (wire.MeasureRequest,))
+            request, fd = wire.recv(parent, (wire.MeasureRequest,), keep_fd=(wire.MeasureRequest,))
         except wire.PeerClosed:
             return 0
         if fd is None:

@@ -209,7 +209,8 @@ class Harness:
         while True:
             # another Load: the reference worker moving on to the next task (trusted code only;
             # a candidate's worker is never sent one)
-            msg, fd = wire.recv(self.sock, (wire.Load, wire.Build, wire.Stage, wire.Go, wire.Quit))
+            msg, fd = wire.recv(self.sock, (wire.Load, wire.Build, wire.Stage, wire.Go, wire.Quit),
+                                keep_fd=(wire.Build, wire.Go))
             if isinstance(msg, wire.Quit):
                 return 0
             if sent is not None:
