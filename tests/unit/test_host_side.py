@@ -38,6 +38,9 @@ pytestmark = pytest.mark.timeout(180)  # the FIFO attack hung the old parent for
 def host_tmp(tmp_path, monkeypatch):
     """The host's temp folder for this test alone: every host folder the evaluator makes for its
     workers lands here, so what is left afterwards can be listed."""
+    from warpk.evaluator.pool_gate import run_gate
+
+    run_gate()  # the run's gate folder lives as long as this process, wherever it was made first
     root = tmp_path / "host-tmp"
     root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(root))

@@ -53,6 +53,33 @@ def test_a_worker_under_its_limit_runs_and_is_not_called_oom_killed():
         group.close()
 
 
+@needs_cgroups
+def test_a_kill_for_the_budget_over_all_sandboxes_is_told_from_one_over_its_own_limit():
+    """Red team round 16: memory other sandboxes held filled the budget group every sandbox lies
+    below, and an honest candidate killed for it was told it went over its own limit. The
+    budget's limit is lowered for a moment here (to 384 MiB) under a group allowed 1 GiB."""
+    base = BASES["memory"]
+    limit_file = base / ("memory.max" if METHOD == "cgroup2" else "memory.limit_in_bytes")
+    saved = limit_file.read_text().strip()
+    hoard = """
+        import os
+        f = os.fdopen(os.memfd_create("hoard"), "wb")
+        for _ in range(40):
+            f.write(b"x" * (16 << 20)); f.flush()
+        print("kept 640 MiB")
+    """
+    own, budget = ResourceGroup(256 << 20), ResourceGroup(1 << 30)
+    try:
+        assert _run(own, hoard).returncode == -9 and own.oom_cause() == "own"
+        limit_file.write_text(str(384 << 20))
+        assert _run(budget, hoard).returncode == -9 and budget.oom_cause() == "budget"
+    finally:
+        limit_file.write_text(saved)
+        own.close()
+        budget.close()
+    assert ResourceGroup(0).oom_cause() is None
+
+
 @pytest.mark.skipif("pids" not in BASES, reason="no pids cgroup here")
 def test_the_task_count_is_limited(monkeypatch):
     """pids.max binds root (RLIMIT_NPROC does not): threads and processes past it fail to start."""

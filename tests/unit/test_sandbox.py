@@ -12,6 +12,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -483,7 +484,7 @@ def test_the_host_peak_is_sized_from_inputs_and_outputs_on_the_meta_device():
     assert host_peak_bytes(torch, task) is None
 
 
-def test_too_big_on_the_cpu_is_decided_from_the_hosts_total_not_the_moments_free_memory(monkeypatch, tmp_path):
+def test_too_big_on_the_cpu_is_decided_from_the_hosts_total_not_the_moments_free(monkeypatch, tmp_path):
     # Red team round 15: a sibling in the compile pool held 11 GiB for a minute, MemAvailable fell,
     # and an honest copy came out `too_big` (scored as incorrect).
     import builtins
@@ -498,10 +499,48 @@ def test_too_big_on_the_cpu_is_decided_from_the_hosts_total_not_the_moments_free
     exec(HUGE_TASK.replace("1 << 40", "1 << 20"), task.__dict__)  # needs 20 MiB in this protocol
     meminfo = tmp_path / "meminfo"
     real_open = builtins.open
-    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: real_open(meminfo if f == "/proc/meminfo" else f, *a, **k))
+    monkeypatch.setattr(builtins, "open",
+                        lambda f, *a, **k: real_open(meminfo if f == "/proc/meminfo" else f, *a, **k))
     meminfo.write_text("MemTotal:       33554432 kB\nMemAvailable:          4 kB\n")  # 32 GiB, none free now
     hostmem.check_host_memory(torch, task)  # fits the host: runs, whatever is free at this moment
     monkeypatch.setattr(hostmem, "sandbox_budget_bytes", lambda: 10 << 20)
     with pytest.raises(Verdict, match="sandboxes may hold 0.0 GiB") as caught:
         hostmem.check_host_memory(torch, task)
     assert caught.value.status == "too_big"
+
+
+@needs_bwrap
+def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_and_told_why(monkeypatch):
+    """Red team round 16: other sandboxes' memory filled the budget group every sandbox lies below
+    and honest candidates were `crashed`, "over its memory limit". A kill for the budget (not the
+    candidate's own limit) is measured once more, and if it comes again the reason says whose
+    memory it was. Here the budget is lowered for a moment to 1.5 GiB and the candidate takes
+    2 GiB of its own 3 GB (+1 GiB headroom)."""
+    from warpk.evaluator import lane as lane_module
+    from warpk.evaluator.resources import placement
+
+    method, bases = placement()
+    if method == "none" or "memory" not in bases:
+        pytest.skip("no memory cgroup here")
+    limit_file = bases["memory"] / ("memory.max" if method == "cgroup2" else "memory.limit_in_bytes")
+    attempts = []
+    once = lane_module.Lane._measure_once
+    monkeypatch.setattr(lane_module.Lane, "_measure_once", lambda *a: attempts.append(1) or once(*a))
+    saved = limit_file.read_text().strip()
+    hog = _forward("import mmap\nm = mmap.mmap(-1, 2 << 30)\nfor i in range(0, 2 << 30, 4096):\n    m[i] = 1")
+    done = threading.Event()
+
+    def hold_low():  # the trusted worker sets the budget when it starts: set it low again after
+        while not done.wait(0.05):
+            limit_file.write_text(str(3 << 29))
+
+    holder = threading.Thread(target=hold_low)
+    holder.start()
+    try:
+        record = _measure(hog, fresh=True, memory_limit_gb=3.0)
+    finally:
+        done.set()
+        holder.join()
+        limit_file.write_text(saved)
+    assert record.status == "crashed" and "memory budget for all sandboxes" in record.error, record.error
+    assert len(attempts) == 2

@@ -89,8 +89,11 @@ def _death(worker: UntrustedProcess) -> str:
     if code is None:
         return ""
     tail = worker.stderr_tail()
-    if worker.group.oom_killed():
-        why = f"over its memory limit of {worker.group.memory_bytes / 1e9:.3g} GB (with tmpfs and memfds)"
+    cause = worker.group.oom_cause()
+    if cause is not None:
+        why = (f"over its memory limit of {worker.group.memory_bytes / 1e9:.3g} GB (with tmpfs and memfds)"
+               if cause == "own" else "by the host's memory budget for all sandboxes together, not "
+               "over its own limit (the memory was other sandboxes')")
         tail = f"{why}; {tail}" if tail else why
     return f" ({_how(code, worker.mode == 'bwrap')}{': ' + tail if tail else ''})"
 
@@ -211,7 +214,16 @@ class Lane:
         return worker
 
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
-        """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate."""
+        """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate.
+        A candidate the kernel killed for the budget over all sandboxes (others' memory, not its
+        own: red team round 16) is measured once more before its crash counts."""
+        outcome, budget_killed = self._measure_once(request, build_dir, backstop_s)
+        if budget_killed:
+            outcome, _ = self._measure_once(request, build_dir, backstop_s)
+        return outcome
+
+    def _measure_once(self, request: wire.MeasureRequest, build_dir: Path | None,
+                      backstop_s: float) -> tuple[Outcome, bool]:
         start = time.perf_counter()
         watch = Stopwatch("lane")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
         if not self.trusted.alive():
@@ -238,11 +250,13 @@ class Lane:
             watch.lap("measurement")
             if measurement.status == HARNESS_ERROR:
                 raise HarnessFailure(measurement.error or "the trusted worker reported a harness error")
+            budget_killed = False
             if measurement.status == "crashed":
                 try:
                     worker.proc.wait(timeout=2)  # it is dying: say how
                     why = f"{measurement.error}{_death(worker)}"
                     measurement = dataclasses.replace(measurement, error=why)
+                    budget_killed = worker.group.oom_cause() == "budget"
                 except subprocess.TimeoutExpired:
                     pass
         finally:
@@ -250,7 +264,7 @@ class Lane:
             watch.lap("close")
             watch.write(candidate_pid=worker.proc.pid, spare_pid=self.spare.proc.pid if self.spare else None,
                         candidate_sha=hashlib.sha256(request.candidate_source.encode()).hexdigest())
-        return Outcome(measurement, time.perf_counter() - start, self.sandbox)
+        return Outcome(measurement, time.perf_counter() - start, self.sandbox), budget_killed
 
     def _untrusted_env(self, build_dir: Path | None) -> dict[str, str]:
         env = dict(self.env)

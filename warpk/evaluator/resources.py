@@ -4,12 +4,10 @@ the number of its tasks, and the cores it may run on.
 Every sandboxed worker (a candidate's, the reference worker, a compile worker) gets a group of
 its own, joined by the worker's first process before it execs (`ResourceGroup.join`, run as a
 `preexec_fn`), so everything the sandbox ever spawns is born inside and nothing leaves it:
-- `memory`: memory.max (v1: memory.limit_in_bytes) counts what no process's RSS shows, tmpfs
-  pages (the sandbox's /tmp), memfds and shared memory included; swap is shut off where the
-  file exists; going over it gets the sandbox OOM-killed, and `oom_killed()` says so. It is the
-  RSS limit plus MEMORY_HEADROOM_BYTES: resident memory past the RSS limit is the parent's
-  watch's to stop at once (near memory.max the kernel first evicts the worker's library pages
-  and slows it for seconds before it kills), memory no RSS shows is the kernel's.
+- `memory`: memory.max (v1: memory.limit_in_bytes) counts tmpfs (its /tmp), memfds and shared
+  memory too, no swap; over it the kernel kills (`oom_cause`: its own limit or the budget over
+  all sandboxes). It is the RSS limit + MEMORY_HEADROOM_BYTES: RSS past its limit is the parent's
+  watch's to stop at once (near memory.max the kernel first evicts and slows it for seconds).
 - `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root); with
   RLIMIT_NOFILE per process it bounds the host file-table entries a sandbox can hold.
 - `cpuset`: the lane's cores (`lane_cores`), the same for the candidate and the reference
@@ -17,11 +15,10 @@ its own, joined by the worker's first process before it execs (`ResourceGroup.jo
   threads than the reference's gets no more cores than it has; compile workers get the cores no
   lane uses (none where the lanes take them all), so a build never runs on a timed core.
 
-Where: cgroup v2 where its hierarchy is writable and delegates those controllers to a `warpk`
-group (`cgroup2`); else the cgroup v1 hierarchies of those controllers that are writable
-(`cgroup1`, a hybrid host such as the development machine, whose v2 hierarchy has no
-controllers); else `none`, said once in one line (`describe`) and recorded on every record
-(`limits`), as `sandbox` is. The parent's host-memory watch (RSS) stays on either way.
+Where: cgroup v2 where writable and delegating those controllers to a `warpk` group
+(`cgroup2`); else the writable v1 hierarchies (`cgroup1`: hybrid hosts such as the development
+machine); else `none`, said once (`describe`) and recorded (`limits`), as `sandbox` is. The
+parent's host-memory watch (RSS) stays on either way.
 
 Non-goals: no freezing (warpk.evaluator.freeze, which reuses a v2 group made here).
 """
@@ -42,13 +39,11 @@ from warpk.evaluator.hostmem import sandbox_budget_bytes
 
 CONTROLLERS = ("memory", "pids", "cpuset")
 MEMORY_HEADROOM_BYTES = 1 << 30
-# Tasks (threads and processes: torch starts dozens, a CUDA build with ninja and nvcc hundreds)
-# and open files per process (RLIMIT_NOFILE, `enter_limits`): together they bound the host's file
-# table a sandbox can take (~1M entries; fs.file-max is ~2.5M on a 24 GiB machine).
+# Tasks (torch starts dozens, a CUDA build hundreds) and open files per process (RLIMIT_NOFILE):
+# together they bound the host file table a sandbox takes (~1M; fs.file-max ~2.5M at 24 GiB).
 PIDS_LIMIT = 1024
 FILES_PER_PROCESS = 1024
-# Per file. Outputs travel in memfds that RLIMIT_FSIZE also limits, and KernelBench outputs reach
-# several GB (L1 34-39), so this only stops a runaway single file.
+# Per file, memfds included, and KernelBench outputs reach GBs: this only stops a runaway file.
 FILE_SIZE_LIMIT_BYTES = 1 << 40
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
 REMOVE_WAIT_S = 0.5
@@ -316,20 +311,33 @@ class ResourceGroup:
         for group in set(self.dirs.values()):
             kill_group(group)
 
-    def oom_killed(self) -> bool:
-        """The kernel killed something of it for going over its memory limit."""
-        memory = self.dirs.get("memory")
-        if memory is None:
-            return False
-        name = "memory.events" if self.method == "cgroup2" else "memory.oom_control"
+    def _oom_counters(self) -> dict[str, int]:
+        """The memory group's OOM counters ({} where there is none or it cannot be read); on v1,
+        whose failcnt stayed 0 at its own limit here, `oom` is 1 where its peak reached its limit."""
+        memory, v2 = self.dirs.get("memory"), self.method == "cgroup2"
         try:
-            for line in (memory / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
-        except (OSError, ValueError):
-            pass
-        return False
+            text = (memory / ("memory.events" if v2 else "memory.oom_control")).read_text()
+            counters = {key: int(value) for key, value in (line.split() for line in text.splitlines())}
+            if not v2:
+                peak = int((memory / "memory.max_usage_in_bytes").read_text())
+                counters["oom"] = int(peak >= int((memory / "memory.limit_in_bytes").read_text()))
+        except (OSError, ValueError, TypeError):
+            return {}
+        return counters
+
+    def oom_killed(self) -> bool:
+        """The kernel killed something of it for want of memory (its own limit or the budget)."""
+        return self._oom_counters().get("oom_kill", 0) > 0
+
+    def oom_cause(self) -> str | None:
+        """Why the kernel killed something of it: "own" (over its own memory limit), "budget"
+        (all sandboxes together over the budget group's limit, hostmem.sandbox_budget_bytes: the
+        memory was others'), None (no OOM kill). A limit's events count in the group whose limit
+        was hit and its ancestors, never below it."""
+        counters = self._oom_counters()
+        if counters.get("oom_kill", 0) <= 0:
+            return None
+        return "own" if counters.get("oom", 1) + counters.get("max", 0) else "budget"
 
     def close(self) -> None:
         """Remove the groups once empty (its processes were killed by the caller)."""
