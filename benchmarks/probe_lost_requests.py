@@ -26,12 +26,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime.baselines import static_max  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import run_episode, tuning_seeds_of  # noqa: E402
-from warpk.runtime.policies import PPOPolicy  # noqa: E402
-from warpk.runtime.ppo import train_for_run  # noqa: E402
-from warpk.runtime.selection import selection_seeds  # noqa: E402
+from warpk.runtime.control.baselines import static_max  # noqa: E402
+from warpk.runtime.control.evaluation import run_episode, tuning_seeds_of  # noqa: E402
+from warpk.runtime.control.policies import PPOPolicy  # noqa: E402
+from warpk.runtime.control.ppo import train_for_run  # noqa: E402
+from warpk.runtime.control.selection import selection_seeds  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 
 
 def episode(env: ServingEnv, policy, seed: int) -> dict:

@@ -28,11 +28,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime import baselines  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import evaluate, tuning_seeds_of  # noqa: E402
-from warpk.runtime.policies import PPOPolicy  # noqa: E402
-from warpk.runtime.ppo import hyperparameters, train_ppo  # noqa: E402
+from warpk.runtime.control import baselines  # noqa: E402
+from warpk.runtime.control.evaluation import evaluate, tuning_seeds_of  # noqa: E402
+from warpk.runtime.control.policies import PPOPolicy  # noqa: E402
+from warpk.runtime.control.ppo import hyperparameters, train_ppo  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 
 VARIANTS = ("plain", "sampled", "cap700", "load", "normalised", "normalised-cap700")
 LOAD_RANGE = (0.75, 1.5)

@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime import baselines  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import evaluate, evaluation_seeds, tuning_seeds_of  # noqa: E402
-from warpk.runtime.frontier import Standing, frontier_figure, frontier_table, pareto, points, standing  # noqa: E402
+from warpk.runtime.arms.frontier import Standing, frontier_figure, frontier_table, pareto, points, standing  # noqa: E402
+from warpk.runtime.control import baselines  # noqa: E402
+from warpk.runtime.control.evaluation import evaluate, evaluation_seeds, tuning_seeds_of  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 from warpk.tables import to_markdown  # noqa: E402
 
 REGIMES = ("mixed", "latency_sensitive", "throughput")

@@ -52,7 +52,7 @@ from warpk.paths import CONF_DIR
 from warpk.policy.load import PolicyWeightsMissing, require_weights
 from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
-from warpk.runtime.calibration import CalibrationError
+from warpk.runtime.serving.calibration import CalibrationError
 from warpk.stages import StageUnavailable, check_available, objective, run_stage
 from warpk.tasks import TaskError, synthetic_settings
 from warpk.tracking import require_wandb, wandb_run

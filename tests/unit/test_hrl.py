@@ -11,9 +11,9 @@ from tests.conftest import hardware_profile, run_warpk
 from warpk.config import RuntimeConfig, SlaConfig
 from warpk.paths import REPO
 from warpk.records import EvalRecord, faster, read_records
-from warpk.runtime import hrl
-from warpk.runtime.calibration import CostModel, PhaseScale, fit_costs, load_calibration
-from warpk.runtime.env import ServingEnv
+from warpk.runtime.arms import hrl
+from warpk.runtime.serving.calibration import CostModel, PhaseScale, fit_costs, load_calibration
+from warpk.runtime.serving.env import ServingEnv
 
 FIXTURE = "tests/data/runtime_calibration_fixture.json"
 NO_CAP_W = 1e9  # a cap that never binds: only the kernel multipliers change the cost

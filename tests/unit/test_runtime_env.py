@@ -9,8 +9,14 @@ from gymnasium.utils.env_checker import check_env
 
 from tests.conftest import hardware_profile
 from warpk.config import ConfigError, RuntimeConfig, SlaConfig
-from warpk.runtime.calibration import CalibrationError, CostModel, fit_costs, heldout_error, load_calibration
-from warpk.runtime.env import ServingEnv
+from warpk.runtime.serving.calibration import (
+    CalibrationError,
+    CostModel,
+    fit_costs,
+    heldout_error,
+    load_calibration,
+)
+from warpk.runtime.serving.env import ServingEnv
 
 FIXTURE = "tests/data/runtime_calibration_fixture.json"
 STATIC_MAX = np.array([0, 0, 4])  # 700 W, default clocks, concurrency 128
@@ -153,7 +159,7 @@ def test_the_reward_weights_of_the_run_weigh_the_energy_and_sla_terms():
 def test_the_runtime_reward_weights_come_from_the_reward_group():
 
     from warpk.__main__ import compose_config
-    from warpk.runtime.env import reward_weights
+    from warpk.runtime.serving.env import reward_weights
 
     m4 = compose_config(["model=m4", "hardware=cpu"], [])
     half = compose_config(["model=m4", "reward.gamma_sla=0.5"], [])

@@ -7,10 +7,10 @@ import pytest
 
 from tests.conftest import run_warpk
 from tests.unit.test_runtime_env import FIXTURE, make_env
-from warpk.runtime import baselines
-from warpk.runtime.evaluation import evaluate, mean_ci95, summarize
-from warpk.runtime.policies import PPOPolicy, RandomPolicy
-from warpk.runtime.ppo import train_ppo
+from warpk.runtime.control import baselines
+from warpk.runtime.control.evaluation import evaluate, mean_ci95, summarize
+from warpk.runtime.control.policies import PPOPolicy, RandomPolicy
+from warpk.runtime.control.ppo import train_ppo
 from warpk.tracking import read_offline_run
 
 SEEDS = [11, 12, 13, 14, 15]
@@ -125,7 +125,7 @@ def test_mean_ci95_is_a_t_interval():
 def test_ppo_trains_the_same_policy_as_sb3_with_torch_s_argument_checks_on():
     import torch
 
-    from warpk.runtime.ppo import new_ppo
+    from warpk.runtime.control.ppo import new_ppo
 
     fast = train_ppo(lambda: make_env(episode_steps=12), 480, seed=3)
     assert torch.distributions.Distribution._validate_args  # restored afterwards
@@ -272,7 +272,7 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
 
 
 def test_the_goal_over_training_seeds_holds_only_when_it_holds_on_each():
-    from warpk.runtime.evaluation import across_train_seeds
+    from warpk.runtime.control.evaluation import across_train_seeds
 
     def v(saving, attainment, met):
         return {
@@ -319,9 +319,9 @@ def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
 
 
 def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_closest():
-    from warpk.runtime.calibration import heldout_error, load_calibration
-    from warpk.runtime.env import EpisodeResult
-    from warpk.runtime.results import run_summary
+    from warpk.runtime.arms.results import run_summary
+    from warpk.runtime.serving.calibration import heldout_error, load_calibration
+    from warpk.runtime.serving.env import EpisodeResult
 
     def episodes(energy, attainment, met):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, met) for s in SEEDS]
@@ -356,7 +356,7 @@ def test_ppo_takes_its_hyperparameters_from_the_runtime_config():
     import dataclasses
 
     from warpk.config import RuntimeConfig
-    from warpk.runtime.ppo import hyperparameters, new_ppo
+    from warpk.runtime.control.ppo import hyperparameters, new_ppo
 
     rt = dataclasses.replace(RuntimeConfig(), ppo_learning_rate=1e-3, ppo_gamma=0.5, ppo_ent_coef=0.0,
                              ppo_n_epochs=3)  # fmt: skip
@@ -368,7 +368,8 @@ def test_a_tuning_run_is_evaluated_on_the_tuning_episodes_and_says_so():
     import dataclasses
 
     from warpk.config import RunConfig
-    from warpk.runtime.evaluation import caption, evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.arms.tables import caption
+    from warpk.runtime.control.evaluation import evaluation_seeds, tuning_seeds_of
 
     config = RunConfig()
     tuning = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, evaluate_on="tuning"))
@@ -376,7 +377,7 @@ def test_a_tuning_run_is_evaluated_on_the_tuning_episodes_and_says_so():
     assert not set(evaluation_seeds(config)) & set(tuning_seeds_of(config))  # the held-out ones are others
     assert "TUNING seeds" in caption("mixed", 2, 30, "cal.json", "tuning")
     assert "held-out seeds" in caption("mixed", 2, 30, "cal.json")
-    from warpk.runtime.results import verdict_line
+    from warpk.runtime.arms.results import verdict_line
 
     out = {"ppo_energy_saving_vs_best_static": 0.3, "ppo_sla_attainment_minus_best_static": 0.0,
            "best_static_policy": "static max", "ppo_paired_saving_mean": 0.3, "ppo_paired_saving_ci95": 0.1,
@@ -390,7 +391,7 @@ def test_the_training_seeds_never_share_an_env_stream():
     import dataclasses
 
     from warpk.config import RunConfig
-    from warpk.runtime.ppo import train_seeds_of
+    from warpk.runtime.control.ppo import train_seeds_of
 
     config = RunConfig()
     rt = dataclasses.replace(config.runtime, ppo_seeds=3, ppo_envs=4)
@@ -408,8 +409,8 @@ def test_the_training_seeds_never_share_an_env_stream():
     ((60.0, 0.99), True),
 ])
 def test_where_no_static_setting_meets_the_sla_the_goal_is_static_maxs_attainment_less_half_a_point(ppo, met):
-    from warpk.runtime.env import EpisodeResult
-    from warpk.runtime.evaluation import verdict
+    from warpk.runtime.control.evaluation import verdict
+    from warpk.runtime.serving.env import EpisodeResult
 
     def episodes(energy, attainment, sla_met=False):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, sla_met)
@@ -424,9 +425,9 @@ def test_where_no_static_setting_meets_the_sla_the_goal_is_static_maxs_attainmen
 
 
 def test_where_a_static_setting_meets_the_sla_the_goal_is_ten_percent_below_the_cheapest_that_does():
-    from warpk.runtime.env import EpisodeResult
-    from warpk.runtime.evaluation import verdict
-    from warpk.runtime.results import verdict_line
+    from warpk.runtime.arms.results import verdict_line
+    from warpk.runtime.control.evaluation import verdict
+    from warpk.runtime.serving.env import EpisodeResult
 
     def episodes(energy, attainment, sla_met):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, sla_met)
@@ -446,9 +447,9 @@ def test_episode_seed_families_never_overlap_across_families_run_seeds_or_episod
     import dataclasses
 
     from warpk.config import ConfigError, RunConfig
-    from warpk.runtime.evaluation import evaluation_seeds, tuning_seeds_of
-    from warpk.runtime.seeds import MAX_RUN_SEED, RUN_STRIDE, episode_seeds
-    from warpk.runtime.selection import selection_seeds
+    from warpk.runtime.control.evaluation import evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.control.seeds import MAX_RUN_SEED, RUN_STRIDE, episode_seeds
+    from warpk.runtime.control.selection import selection_seeds
 
     seen: set[int] = set()
     for family in ("heldout", "tuning", "selection", "validation"):

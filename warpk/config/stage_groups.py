@@ -79,7 +79,7 @@ class RuntimeConfig(_Checked):
     # runs on the device unless actuator=nvml.
     served: HardwareConfig = field(default_factory=HardwareConfig)
     # Measured calibration (docs/runtime.md); a relative path is relative to the repository root.
-    calibration: str = "warpk/runtime/data/h200_qwen2.5-7b.json"
+    calibration: str = "warpk/runtime/serving/data/h200_qwen2.5-7b.json"
     allow_fixture_calibration: bool = False  # tests only: accept a file marked "fixture"
     arrival_process: str = one_of("bursty", "poisson", "bursty")
     arrival_rate_rps: float = number(3.0, 0.01, 1000.0)  # mean requests per second
@@ -115,7 +115,7 @@ class RuntimeConfig(_Checked):
     # heldout: every policy evaluated on the held-out episodes (the claim); tuning: on the tuning
     # episodes instead, for sweeps over the ppo_* hyper-parameters (docs/runtime.md, "Tuning")
     evaluate_on: str = one_of("heldout", "heldout", "tuning", "validation")
-    # PPO's hyper-parameters (warpk.runtime.ppo); the rest of its settings are fixed there
+    # PPO's hyper-parameters (warpk.runtime.control.ppo); the rest of its settings are fixed there
     ppo_learning_rate: float = number(3e-4, 1e-7, 1.0)
     ppo_ent_coef: float = number(0.01, 0.0, 1.0)
     ppo_gamma: float = number(0.95, 0.0, 1.0)  # ~20 control periods ahead at 0.95
@@ -125,7 +125,7 @@ class RuntimeConfig(_Checked):
     ppo_normalize: bool = True
     # keep the best of PPO's checkpoints (every 20 rollouts and the last) on this many selection
     # episodes: the cheapest at static max's SLA attainment there, else the most attaining
-    # (warpk.runtime.selection); 0 = the policy as training ended. stage=runtime only
+    # (warpk.runtime.control.selection); 0 = the policy as training ended. stage=runtime only
     ppo_select_episodes: int = number(0, 0, 1000)
     zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
     actuator: str = one_of("simulated", "simulated", "nvml")

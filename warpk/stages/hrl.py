@@ -8,7 +8,7 @@ Rounds r = 1 .. runtime.hrl_rounds:
      (warpk.trainers.grpo, resumed from <run_dir>/grpo), then writes k samples for every bundled
      task of a served op class; they are evaluated (<run_dir>/grpo/round<r>_records.jsonl).
   2. Deployment: per op class, the fastest correct candidate so far (policy rounds and
-     runtime.kernel_records) beating the reference (warpk.runtime.hrl); only records measured on
+     runtime.kernel_records) beating the reference (warpk.runtime.arms.hrl); only records measured on
      the served GPU (hardware@runtime.served) count. Amdahl over MODELLED op-class shares gives the cost
      model's multipliers; the M5 env takes them.
   3. PPO round: the M5 controller trains `runtime.hrl_ppo_timesteps` more steps on that env.
@@ -34,15 +34,17 @@ from rich.console import Console
 from warpk.config import RunConfig
 from warpk.progress import progress
 from warpk.records import EvalRecord
-from warpk.runtime import baselines, hrl
-from warpk.runtime.calibration import CalibrationError
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
-from warpk.runtime.evaluation import caption, evaluate, evaluation_seeds
-from warpk.runtime.hrl_results import M4, M5, gain_table, hrl_summary, kernel_table, markdown
-from warpk.runtime.hrl_rounds import alternate, file_records
-from warpk.runtime.policies import PPOPolicy
-from warpk.runtime.ppo import hyperparameters, new_ppo
-from warpk.runtime.results import record_episodes
+from warpk.runtime.arms import hrl
+from warpk.runtime.arms.hrl_results import M4, M5, gain_table, hrl_summary, kernel_table, markdown
+from warpk.runtime.arms.hrl_rounds import alternate, file_records
+from warpk.runtime.arms.results import record_episodes
+from warpk.runtime.arms.tables import caption
+from warpk.runtime.control import baselines
+from warpk.runtime.control.evaluation import evaluate, evaluation_seeds
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.control.ppo import hyperparameters, new_ppo
+from warpk.runtime.serving.calibration import CalibrationError
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration
 from warpk.tables import to_rich
 
 

@@ -5,23 +5,21 @@
 1. Load `runtime.calibration` (measured on the GPU; a test fixture is refused), report the cost
    fit's error on held-out measured points; build `ServingEnv` for `hardware@runtime.served`.
 2. Train PPO for `runtime.ppo_timesteps` control steps on training episodes; keep its best
-   checkpoint on `runtime.ppo_select_episodes` selection episodes (warpk.runtime.selection).
+   checkpoint on `runtime.ppo_select_episodes` selection episodes (warpk.runtime.control.selection).
 3. Evaluate every policy on the same `runtime.eval_seeds` held-out seeds: static max, best static
    cap (swept on separate tuning seeds), Zeus-style power-limit optimizer, SLO-slack feedback,
    oracle static (grid with hindsight on the evaluation seeds), the best calm rule, random, PPO.
    runtime.ppo_seeds=N: N PPO models (seeds seed, seed+1000, ...), the verdict per seed and over them.
-4. Write runtime_results.jsonl (one line per policy and seed, then one summary line per policy)
-   and runtime_results.md under the run dir, log the same to W&B, print the table.
-5. Every policy against the frontier of all static settings on the same episodes
-   (warpk.runtime.frontier): a table and runtime_frontier.png.
-6. Sensitivity to the MODELLED clock curve (warpk.runtime.sensitivity): the same PPO policy
-   against the statics re-tuned with runtime.fixed_power_share at 0, 0.25, 0.5 (and the run's
-   own), appended to runtime_results.md and summary.json. The statics' grids of every curve run
-   in one spawned worker process while PPO trains (shorter with a spare core, longer on one).
+4. Write runtime_results.jsonl (per policy: its seeds, then its summary) and .md; log and print them.
+5. Every policy against the frontier of all static settings on the same episodes: a table and
+   runtime_frontier.png (warpk.runtime.arms.frontier).
+6. Sensitivity to the MODELLED clock curve (warpk.runtime.arms.sensitivity): the same PPO policy
+   against statics re-tuned at runtime.fixed_power_share 0, 0.25, 0.5 (and the run's own), in
+   runtime_results.md and summary.json; their grids run in a spawned worker while PPO trains.
 
 Every figure is SIMULATED (measured cost fit + MODELLED cap/clock effect); the table says so.
-With runtime.actuator=nvml (and runtime.nvml_opt_in=true) PPO's settings are also applied to the
-real GPU during its evaluation episodes and restored afterwards; the numbers stay simulated.
+With runtime.actuator=nvml (and runtime.nvml_opt_in=true) PPO's settings also go to the real GPU
+during its evaluation episodes and are restored afterwards; the numbers stay simulated.
 
 Non-goals: M5 (stage=hrl).
 """
@@ -36,15 +34,17 @@ from rich.console import Console
 
 from warpk.config import RunConfig
 from warpk.progress import progress
-from warpk.runtime import baselines, results
-from warpk.runtime.actuators import actuator_for
-from warpk.runtime.calibration import heldout_error
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration
-from warpk.runtime.evaluation import caption, evaluation_seeds, policy_table, train_seed_name
-from warpk.runtime.policies import PPOPolicy, RandomPolicy
-from warpk.runtime.ppo import train_for_run, train_seeds_of
-from warpk.runtime.selection import selection_summary
-from warpk.runtime.sensitivity import start_static_grids
+from warpk.runtime.arms import results
+from warpk.runtime.arms.sensitivity import start_static_grids
+from warpk.runtime.arms.tables import caption, policy_table
+from warpk.runtime.control import baselines
+from warpk.runtime.control.evaluation import evaluation_seeds, train_seed_name
+from warpk.runtime.control.policies import PPOPolicy, RandomPolicy
+from warpk.runtime.control.ppo import train_for_run, train_seeds_of
+from warpk.runtime.control.selection import selection_summary
+from warpk.runtime.serving.actuators import actuator_for
+from warpk.runtime.serving.calibration import heldout_error
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration
 from warpk.tables import to_markdown, to_rich
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from warpk.runtime.env import Setting
+from warpk.runtime.serving.env import Setting
 
 
 class ActuatorError(RuntimeError):

@@ -36,7 +36,7 @@ import numpy as np
 
 from warpk.config import ClockProfile, HardwareConfig, RunConfig, RuntimeConfig, SlaConfig
 from warpk.paths import from_repo
-from warpk.runtime.calibration import (
+from warpk.runtime.serving.calibration import (
     Calibration,
     CalibrationError,
     CostModel,
@@ -44,7 +44,7 @@ from warpk.runtime.calibration import (
     fit_costs,
     load_calibration,
 )
-from warpk.runtime.workload import Trace, make_trace
+from warpk.runtime.serving.workload import Trace, make_trace
 
 
 def calibration_path(config: RunConfig) -> Path:

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warpk.runtime.env import OBS_NAMES, EpisodeResult, ServingEnv
-from warpk.runtime.evaluation import evaluate
+from warpk.runtime.control.evaluation import evaluate
+from warpk.runtime.serving.env import OBS_NAMES, EpisodeResult, ServingEnv
 
 
 @dataclass

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from warpk.config import RunConfig
-from warpk.runtime.baselines import static_max
-from warpk.runtime.env import ServingEnv
-from warpk.runtime.evaluation import evaluate
-from warpk.runtime.policies import PPOPolicy
-from warpk.runtime.seeds import episode_seeds
+from warpk.runtime.control.baselines import static_max
+from warpk.runtime.control.evaluation import evaluate
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.control.seeds import episode_seeds
+from warpk.runtime.serving.env import ServingEnv
 
 SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
 

@@ -9,9 +9,9 @@
 - `frontier_section`: every policy against the frontier of all static settings (table, keys and
   runtime_frontier.png).
 
-Every figure is SIMULATED (warpk.runtime.env); the captions say so.
+Every figure is SIMULATED (warpk.runtime.serving.env); the captions say so.
 
-Non-goals: no training (warpk.runtime.ppo); no printing (the stage prints).
+Non-goals: no training (warpk.runtime.control.ppo); no printing (the stage prints).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from warpk.config import RunConfig
-from warpk.runtime.env import EpisodeResult, ServingEnv
-from warpk.runtime.evaluation import (
+from warpk.runtime.arms.frontier import StaticPoint, frontier_figure, frontier_table, pareto, standing
+from warpk.runtime.arms.sensitivity import sensitivity_rows, sensitivity_table
+from warpk.runtime.arms.tables import train_seeds_table
+from warpk.runtime.control.evaluation import (
     GOAL_RULES,
     METRICS,
     PolicySummary,
@@ -32,12 +34,10 @@ from warpk.runtime.evaluation import (
     evaluate,
     summarize,
     train_seed_name,
-    train_seeds_table,
     verdict,
 )
-from warpk.runtime.frontier import StaticPoint, frontier_figure, frontier_table, pareto, standing
-from warpk.runtime.policies import PPOPolicy
-from warpk.runtime.sensitivity import sensitivity_rows, sensitivity_table
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.serving.env import EpisodeResult, ServingEnv
 from warpk.tables import Table
 
 Section = tuple[Table, dict]  # (the table, its summary keys)

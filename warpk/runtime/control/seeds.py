@@ -13,10 +13,10 @@ Every episode a policy is scored on is `env.reset(seed=...)` with a seed from on
 
 A seed is family base + run seed x RUN_STRIDE + i, with i < RUN_STRIDE and run seed <
 MAX_RUN_SEED, so two families, two run seeds or two episodes never share a seed (tested).
-Training episodes come from the training env's own random stream (warpk.runtime.ppo), not from
+Training episodes come from the training env's own random stream (warpk.runtime.control.ppo), not from
 reset seeds.
 
-Non-goals: no episodes run here (warpk.runtime.evaluation).
+Non-goals: no episodes run here (warpk.runtime.control.evaluation).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """M4: PPO (stable-baselines3) on `ServingEnv` (the trained policy acts as
-warpk.runtime.policies.PPOPolicy).
+warpk.runtime.control.policies.PPOPolicy).
 
 Training episodes come from the environments' own random streams, seeded once from the training
 seed (copy i of `runtime.ppo_envs` with seed + i; `train_seeds_of` for runtime.ppo_seeds > 1);
-evaluation uses fixed held-out (or, for tuning, tuning) episodes (runtime/evaluation.py), so no
+evaluation uses fixed held-out (or, for tuning, tuning) episodes (runtime/control/evaluation.py), so no
 evaluation trace is trained on. The tunable hyper-parameters are runtime.ppo_* (`hyperparameters`).
 Torch runs on the CPU with one thread: the MLP is tiny and the simulator is the cost. With several
 copies a rollout holds 480 // copies steps of each (all 480 when the count divides 480, e.g. 4
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from warpk.config import RunConfig, RuntimeConfig
-from warpk.runtime.env import ServingEnv
-from warpk.runtime.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
+from warpk.runtime.control.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
+from warpk.runtime.serving.env import ServingEnv
 
 # PPO's fixed settings: a rollout is 10 episodes of 48 steps at the defaults. The tunable ones
 # (learning rate, entropy coefficient, gamma, epochs) come from runtime.ppo_* (hyperparameters).
@@ -70,7 +70,8 @@ def train_ppo(
     `normalize` (runtime.ppo_normalize): observations and rewards scaled by running statistics
     (sb3's VecNormalize; a late request's penalty is ~100x a step's energy term otherwise).
     `select_seeds` (runtime.ppo_select_episodes): the model returned is the best checkpoint on those
-    episodes (runtime/selection.py), with the `Selection` as `model.selection`; () keeps the last policy."""
+    episodes (warpk.runtime.control.selection), with the `Selection` as `model.selection`; () keeps
+    the last policy."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize

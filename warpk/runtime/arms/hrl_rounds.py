@@ -1,7 +1,7 @@
 """M5's rounds (docs/runtime.md section 8): `alternate` runs them, from the parts here: the kernel
 policy's GRPO round, the kernels a records file adds, and a PPO round that continues a model.
 
-Non-goals: no reporting (warpk.runtime.hrl_results); no cost-model arithmetic (warpk.runtime.hrl).
+Non-goals: no reporting (warpk.runtime.arms.hrl_results); no cost-model arithmetic (warpk.runtime.arms.hrl).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from warpk.config import ConfigError, RunConfig
 from warpk.paths import from_repo
 from warpk.records import EvalRecord, read_records
-from warpk.runtime import hrl
-from warpk.runtime.calibration import PhaseScale
+from warpk.runtime.arms import hrl
+from warpk.runtime.serving.calibration import PhaseScale
 
 
 def learn(model, timesteps: int, seed: int) -> None:
