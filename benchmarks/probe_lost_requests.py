@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--selection", type=int, default=12, help="selection episodes to look at too")
     parser.add_argument("overrides", nargs="*", help="warpk overrides, e.g. sla=latency_sensitive seed=0")
     args = parser.parse_args()
-    config = compose_config(["model=m4", "hardware=cpu", "logger=disabled", "runtime.ppo_seeds=1",
+    config = compose_config(["model=m4", "hardware=cpu", "logger=disabled", "runtime.ppo.seeds=1",
                              *args.overrides])  # fmt: skip
     rt, sla = config.runtime, config.sla
     cal, weights = served_calibration(config), reward_weights(config)

@@ -46,7 +46,8 @@ def as_dict(s: Standing) -> dict:
 
 
 def regime(name: str, claim: Path, out: Path) -> dict:
-    overrides = ["model=m4", "hardware=cpu", "logger=disabled", f"sla={name}", "runtime.eval_seeds=20"]
+    overrides = ["model=m4", "hardware=cpu", "logger=disabled", f"sla={name}",
+                 "runtime.selection.eval_seeds=20"]
     config = compose_config(overrides)
     rt = config.runtime
     env = ServingEnv(rt, config.sla, rt.served, served_calibration(config), **reward_weights(config))
@@ -57,7 +58,8 @@ def regime(name: str, claim: Path, out: Path) -> dict:
         if not row.get("summary"):
             rows.setdefault(row["policy"], []).append(row)
     if sorted({r["seed"] for r in rows["M4 PPO"]}) != sorted(seeds):
-        raise SystemExit(f"{claim / name}.jsonl: not the episodes of runtime.eval_seeds=20 (the claim's)")
+        raise SystemExit(f"{claim / name}.jsonl: not the episodes of runtime.selection.eval_seeds=20 "
+                         "(the claim's)")
     grid = baselines.sweep(env, baselines.full_grid(env), seeds)
     statics = points({a: env.setting(a).label for a in grid}, grid)
     rule = baselines.best_calm_rule(env, tuning_seeds_of(config))

@@ -129,9 +129,9 @@ def _shares(times: dict) -> dict[str, float]:
 
 def phase_shares(runtime: RuntimeConfig, hw: HardwareConfig) -> dict[str, dict[str, float]]:
     """MODELLED share of each op class in the step time of each phase ({'prefill': {...}, 'decode': ...})."""
-    prompt = int(round(runtime.prompt_tokens_mean))
-    batch = sorted(runtime.concurrency_choices)[len(runtime.concurrency_choices) // 2]
-    context = runtime.prompt_tokens_mean + runtime.output_tokens_mean / 2
+    prompt = int(round(runtime.workload.prompt_tokens_mean))
+    batch = sorted(runtime.actuator.concurrency_choices)[len(runtime.actuator.concurrency_choices) // 2]
+    context = runtime.workload.prompt_tokens_mean + runtime.workload.output_tokens_mean / 2
     return {
         "prefill": _shares(step_times_s(prompt, 1, 0.0, True, hw)),
         "decode": _shares(step_times_s(batch, batch, context, False, hw)),

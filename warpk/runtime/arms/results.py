@@ -99,15 +99,16 @@ def run_summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train
 
 
 def verdict_line(out: dict, n_eval: int, tuning: bool | str) -> str:
-    """`tuning`: True or the split (runtime.evaluate_on) when the episodes are not held-out."""
+    """`tuning`: True or the split (runtime.selection.evaluate_on) when the episodes are not held-out."""
     saving, attainment = out["ppo_energy_saving_vs_best_static"], out["ppo_sla_attainment_minus_best_static"]
     return (
         f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%} (per seed, paired: "
         f"{out['ppo_paired_saving_mean']:.1%} ± {out['ppo_paired_saving_ci95']:.1%}), SLA attainment "
         f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{n_eval} seeds -> goal "
         f"({GOAL_RULES[out.get('goal_rule', 'feasible')]}) " + ("MET" if out["ppo_goal_met"] else "NOT met")
-        + {"tuning": " on the TUNING episodes (runtime.evaluate_on=tuning): not a result",
-           "validation": " on the VALIDATION episodes (runtime.evaluate_on=validation): not a new result",
+        + {"tuning": " on the TUNING episodes (runtime.selection.evaluate_on=tuning): not a result",
+           "validation": " on the VALIDATION episodes (runtime.selection.evaluate_on=validation): "
+                         "not a new result",
            }.get(tuning if isinstance(tuning, str) else ("tuning" if tuning else ""), "")
     )
 

@@ -44,8 +44,10 @@ def _row(s: PolicySummary) -> tuple[Cell, ...]:
 def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str, split: str = "heldout") -> str:
     episodes = {
         "heldout": "held-out seeds",
-        "tuning": "TUNING seeds (runtime.evaluate_on=tuning: for choosing hyper-parameters, not a result)",
-        "validation": "VALIDATION seeds (runtime.evaluate_on=validation: the held-out set until 2026-12-05, "
+        "tuning": "TUNING seeds (runtime.selection.evaluate_on=tuning: for choosing hyper-parameters, "
+                  "not a result)",
+        "validation": "VALIDATION seeds (runtime.selection.evaluate_on=validation: the held-out set until "
+                      "2026-12-05, "
                       "looked at by three claims; reproduces old figures, not a new result)",
     }[split]
     return (

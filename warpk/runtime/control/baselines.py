@@ -153,7 +153,7 @@ class SloSlackController:
     def reset(self, env: ServingEnv) -> None:
         self.env = env
         # clock ladder from fastest to slowest (None = default boost clock = fastest)
-        f_max = env.runtime.sm_clock_max_mhz
+        f_max = env.runtime.actuator.sm_clock_max_mhz
         self.ladder = sorted(range(len(env.clocks)), key=lambda i: -(env.clocks[i].sm_clock_mhz or f_max))
         self.rung, self.conc = 0, len(env.concurrency) - 1
 

@@ -36,19 +36,20 @@ class Policy(Protocol):
 
 
 def evaluation_seeds(config: RunConfig) -> list[int]:
-    """The episodes every policy is evaluated on (warpk.runtime.control.seeds): the runtime.eval_seeds
-    held-out ones, never trained, tuned or selected on; with runtime.evaluate_on=tuning the
-    tuning ones instead (a sweep of PPO's hyper-parameters picks on those, so the held-out
-    episodes stay unseen until the claim); with =validation the old held-out set."""
-    if config.runtime.evaluate_on == "tuning":
+    """The episodes every policy is evaluated on (warpk.runtime.control.seeds): the
+    runtime.selection.eval_seeds held-out ones, never trained, tuned or selected on; with
+    runtime.selection.evaluate_on=tuning the tuning ones instead (a sweep of PPO's hyper-parameters
+    picks on those, so the held-out episodes stay unseen until the claim); with =validation the
+    old held-out set."""
+    if config.runtime.selection.evaluate_on == "tuning":
         return tuning_seeds_of(config)
-    family = "validation" if config.runtime.evaluate_on == "validation" else "heldout"
-    return episode_seeds(family, config.seed, config.runtime.eval_seeds)
+    family = "validation" if config.runtime.selection.evaluate_on == "validation" else "heldout"
+    return episode_seeds(family, config.seed, config.runtime.selection.eval_seeds)
 
 
 def tuning_seeds_of(config: RunConfig) -> list[int]:
-    """The runtime.tuning_seeds episodes the baselines' sweeps may look at."""
-    return episode_seeds("tuning", config.seed, config.runtime.tuning_seeds)
+    """The runtime.selection.tuning_seeds episodes the baselines' sweeps may look at."""
+    return episode_seeds("tuning", config.seed, config.runtime.selection.tuning_seeds)
 
 
 def run_episode(env: ServingEnv, policy: Policy, seed: int, on_step=None) -> EpisodeResult:
