@@ -180,7 +180,9 @@ class RuntimeConfig(_Checked):
 
     The serving defaults are the fields here, the one place they are set (conf/model/m4.yaml and
     m5.yaml override only what their arm changes); the sections hold the workload, PPO, the
-    episodes' selection, the actuator and M5's rounds."""
+    episodes' selection, the actuator and M5's rounds. Like every group's schema, the sections
+    are not frozen dataclasses: OmegaConf makes a frozen dataclass's node read-only, and Hydra
+    could then merge neither a preset (m5.yaml's runtime.ppo.normalize) nor an override into it."""
 
     KEY: ClassVar[str] = "runtime"
     # The served (simulated) GPU: a second instance of the hardware group, selected with
