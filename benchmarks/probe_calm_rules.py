@@ -27,10 +27,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime.baselines import CalmRule, static_max  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import evaluate  # noqa: E402
-from warpk.runtime.selection import selection_seeds  # noqa: E402
+from warpk.runtime.control.baselines import CalmRule, static_max  # noqa: E402
+from warpk.runtime.control.evaluation import evaluate  # noqa: E402
+from warpk.runtime.control.selection import selection_seeds  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 
 MAX_RUNNING = (4, 8, 16, 32, 64)
 # (cap, clock, concurrency) indices: the default clocks at 700 W -> 1410 / 1110 MHz, 600 / 500 W,

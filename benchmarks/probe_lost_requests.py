@@ -26,12 +26,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime.baselines import static_max  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import run_episode, tuning_seeds_of  # noqa: E402
-from warpk.runtime.policies import PPOPolicy  # noqa: E402
-from warpk.runtime.ppo import train_for_run  # noqa: E402
-from warpk.runtime.selection import selection_seeds  # noqa: E402
+from warpk.runtime.control.baselines import static_max  # noqa: E402
+from warpk.runtime.control.evaluation import run_episode, tuning_seeds_of  # noqa: E402
+from warpk.runtime.control.policies import PPOPolicy  # noqa: E402
+from warpk.runtime.control.ppo import train_for_run  # noqa: E402
+from warpk.runtime.control.selection import selection_seeds  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 
 
 def episode(env: ServingEnv, policy, seed: int) -> dict:
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--selection", type=int, default=12, help="selection episodes to look at too")
     parser.add_argument("overrides", nargs="*", help="warpk overrides, e.g. sla=latency_sensitive seed=0")
     args = parser.parse_args()
-    config = compose_config(["model=m4", "hardware=cpu", "logger=disabled", "runtime.ppo_seeds=1",
+    config = compose_config(["model=m4", "hardware=cpu", "logger=disabled", "runtime.ppo.seeds=1",
                              *args.overrides])  # fmt: skip
     rt, sla = config.runtime, config.sla
     cal, weights = served_calibration(config), reward_weights(config)

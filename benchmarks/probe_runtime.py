@@ -1,16 +1,17 @@
 """Screen PPO variants for M4 on the TUNING episodes (never the held-out ones): one training seed.
 
-Trains PPO as stage=runtime does (runtime.ppo_* of the composed config) in the variant asked for,
-then evaluates it and the two references on the run's runtime.tuning_seeds episodes. Prints J/request
-and SLA attainment (mean, and per episode) and the deterministic policy's most used settings.
+Trains PPO as stage=runtime does (runtime.ppo.* of the composed config) in the variant asked for,
+then evaluates it and the two references on the run's runtime.selection.tuning_seeds episodes. Prints
+J/request and SLA attainment (mean, and per episode) and the deterministic policy's most used settings.
 SIMULATED: measured cost fit, MODELLED cap/clock effect. A screen, not a claim: the held-out claim
-is `python -m warpk model=m4 sla=... runtime.ppo_seeds=3` (docs/runtime.md, section 5).
+is `python -m warpk model=m4 sla=... runtime.ppo.seeds=3` (docs/runtime.md, section 5).
 
-    python benchmarks/probe_runtime.py --variant normalised sla=throughput seed=0 runtime.tuning_seeds=5
+    python benchmarks/probe_runtime.py --variant normalised sla=throughput seed=0 \\
+        runtime.selection.tuning_seeds=5
 
 Variants: plain (PPO without normalisation), sampled (plain, acting by sampling instead of its mode),
 cap700 (plain, action = clock x concurrency at the 700 W cap), load (plain, each training episode's
-arrival rate x U(0.75, 1.5)), normalised (observations and rewards: runtime.ppo_normalize),
+arrival rate x U(0.75, 1.5)), normalised (observations and rewards: runtime.ppo.normalize),
 normalised-cap700 (both).
 """
 
@@ -28,11 +29,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime import baselines  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import evaluate, tuning_seeds_of  # noqa: E402
-from warpk.runtime.policies import PPOPolicy  # noqa: E402
-from warpk.runtime.ppo import hyperparameters, train_ppo  # noqa: E402
+from warpk.runtime.control import baselines  # noqa: E402
+from warpk.runtime.control.evaluation import evaluate, tuning_seeds_of  # noqa: E402
+from warpk.runtime.control.policies import PPOPolicy  # noqa: E402
+from warpk.runtime.control.ppo import hyperparameters, train_ppo  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 
 VARIANTS = ("plain", "sampled", "cap700", "load", "normalised", "normalised-cap700")
 LOAD_RANGE = (0.75, 1.5)
@@ -45,7 +46,9 @@ class LoadRange(ServingEnv):
         nominal = self.runtime
         super(ServingEnv, self).reset(seed=seed)  # seed the stream, then draw this episode's load
         scale = float(self.np_random.uniform(*LOAD_RANGE))
-        self.runtime = dataclasses.replace(nominal, arrival_rate_rps=nominal.arrival_rate_rps * scale)
+        workload = nominal.workload
+        load = dataclasses.replace(workload, arrival_rate_rps=workload.arrival_rate_rps * scale)
+        self.runtime = dataclasses.replace(nominal, workload=load)
         try:
             return super().reset(options=options)
         finally:
@@ -110,7 +113,7 @@ def main() -> None:
         make = lambda: cap700(ServingEnv(rt, sla, rt.served, cal, **weights))  # noqa: E731
     started = time.monotonic()
     normalize = args.variant.startswith("normalised")
-    model = train_ppo(make, rt.ppo_timesteps, config.seed, rt.ppo_envs, None, hyperparameters(rt), normalize)
+    model = train_ppo(make, rt.ppo.timesteps, config.seed, rt.ppo.envs, None, hyperparameters(rt), normalize)
     print(f"{args.variant}: PPO trained in {time.monotonic() - started:.0f} s", flush=True)
     seeds = tuning_seeds_of(config)
     show("static max", evaluate(env, baselines.static_max(env), seeds))

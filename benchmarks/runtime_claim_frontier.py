@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from warpk.__main__ import compose_config  # noqa: E402
-from warpk.runtime import baselines  # noqa: E402
-from warpk.runtime.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
-from warpk.runtime.evaluation import evaluate, evaluation_seeds, tuning_seeds_of  # noqa: E402
-from warpk.runtime.frontier import Standing, frontier_figure, frontier_table, pareto, points, standing  # noqa: E402
+from warpk.runtime.arms.frontier import Standing, frontier_figure, frontier_table, pareto, points, standing  # noqa: E402
+from warpk.runtime.control import baselines  # noqa: E402
+from warpk.runtime.control.evaluation import evaluate, evaluation_seeds, tuning_seeds_of  # noqa: E402
+from warpk.runtime.serving.env import ServingEnv, reward_weights, served_calibration  # noqa: E402
 from warpk.tables import to_markdown  # noqa: E402
 
 REGIMES = ("mixed", "latency_sensitive", "throughput")
@@ -46,7 +46,8 @@ def as_dict(s: Standing) -> dict:
 
 
 def regime(name: str, claim: Path, out: Path) -> dict:
-    overrides = ["model=m4", "hardware=cpu", "logger=disabled", f"sla={name}", "runtime.eval_seeds=20"]
+    overrides = ["model=m4", "hardware=cpu", "logger=disabled", f"sla={name}",
+                 "runtime.selection.eval_seeds=20"]
     config = compose_config(overrides)
     rt = config.runtime
     env = ServingEnv(rt, config.sla, rt.served, served_calibration(config), **reward_weights(config))
@@ -57,7 +58,8 @@ def regime(name: str, claim: Path, out: Path) -> dict:
         if not row.get("summary"):
             rows.setdefault(row["policy"], []).append(row)
     if sorted({r["seed"] for r in rows["M4 PPO"]}) != sorted(seeds):
-        raise SystemExit(f"{claim / name}.jsonl: not the episodes of runtime.eval_seeds=20 (the claim's)")
+        raise SystemExit(f"{claim / name}.jsonl: not the episodes of runtime.selection.eval_seeds=20 "
+                         "(the claim's)")
     grid = baselines.sweep(env, baselines.full_grid(env), seeds)
     statics = points({a: env.setting(a).label for a in grid}, grid)
     rule = baselines.best_calm_rule(env, tuning_seeds_of(config))

@@ -18,12 +18,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from warpk.runtime.calibration import CalibrationError, heldout_error, load_calibration  # noqa: E402
+from warpk.runtime.serving.calibration import CalibrationError, heldout_error, load_calibration  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", nargs="?", default=str(ROOT / "warpk/runtime/data/h200_qwen2.5-7b.json"))
+    default = ROOT / "warpk/runtime/serving/data/h200_qwen2.5-7b.json"
+    parser.add_argument("path", nargs="?", default=str(default))
     parser.add_argument("--allow-fixture", action="store_true", help="accept a test fixture (tests only)")
     args = parser.parse_args()
     try:

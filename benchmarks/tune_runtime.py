@@ -1,17 +1,17 @@
 """Choose M4's PPO hyper-parameters on the tuning episodes only, then never look back (issue #15).
 
-Every point of a grid over `runtime.ppo_*` runs `python -m warpk model=m4 sla=REGIME
-runtime.evaluate_on=tuning` for each regime: PPO and every baseline are evaluated on the tuning
+Every point of a grid over `runtime.ppo.*` runs `python -m warpk model=m4 sla=REGIME
+runtime.selection.evaluate_on=tuning` for each regime: PPO and every baseline are evaluated on the tuning
 episodes, never on the held-out ones. The chosen point is the one whose goal (>= 10% less energy
 than the best static at equal or better attainment) holds in the most regimes, then the one with
 the largest smallest saving over regimes. Its held-out result is a separate run:
-`python -m warpk model=m4 sla=REGIME runtime.ppo_seeds=3 <the chosen overrides>`.
+`python -m warpk model=m4 sla=REGIME runtime.ppo.seeds=3 <the chosen overrides>`.
 
 Jobs run side by side (`--jobs`, default the cores this process may use; each job's statics' grids
 run in a second process meanwhile).
 
     python benchmarks/tune_runtime.py --out /tmp/tune \\
-        --grid runtime.ppo_learning_rate=1e-4,3e-4,1e-3 runtime.ppo_gamma=0.9,0.95,0.99
+        --grid runtime.ppo.learning_rate=1e-4,3e-4,1e-3 runtime.ppo.gamma=0.9,0.95,0.99
 
 Writes tune_runtime.json and tune_runtime.md to --out (every job's run dir under --out/runs, and
 each finished job's row to rows.jsonl as it finishes).
@@ -53,7 +53,7 @@ def run_job(out: Path, point: tuple[str, ...], regime: str, extra: list[str]) ->
     """One stage=runtime run on the tuning episodes; the verdict keys of its summary.json."""
     name = "_".join(o.partition("=")[0].rsplit(".", 1)[-1] + o.partition("=")[2] for o in point) or "defaults"
     run_dir = out / "runs" / f"{name}-{regime}"
-    cmd = [sys.executable, "-m", "warpk", "model=m4", f"sla={regime}", "runtime.evaluate_on=tuning",
+    cmd = [sys.executable, "-m", "warpk", "model=m4", f"sla={regime}", "runtime.selection.evaluate_on=tuning",
            "logger=disabled", *point, *extra, f"hydra.run.dir={run_dir}"]  # fmt: skip
     start = time.perf_counter()
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
@@ -98,7 +98,7 @@ def choose(rows: list[dict]) -> dict:
 def markdown(meta: dict, rows: list[dict], choice: dict) -> str:
     lines = [f"# PPO hyper-parameters on the tuning episodes ({meta['date']}, {meta['machine']})", "",
              f"`{meta['command']}`", "",
-             "Every figure is on the TUNING episodes (runtime.evaluate_on=tuning): for choosing, "
+             "Every figure is on the TUNING episodes (runtime.selection.evaluate_on=tuning): for choosing, "
              "not a result. SIMULATED serving (measured cost fit, MODELLED cap/clock).", "",
              "| point | regime | best static | saving (means) | attainment PPO - static | goal |",
              "|---|---|---|---|---|---|"]  # fmt: skip
@@ -124,7 +124,7 @@ def markdown(meta: dict, rows: list[dict], choice: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--grid", nargs="+", default=[], help="axes: key=v1,v2,... (runtime.ppo_* knobs)")
+    parser.add_argument("--grid", nargs="+", default=[], help="axes: key=v1,v2,... (runtime.ppo.* knobs)")
     parser.add_argument("--regimes", nargs="+", default=list(REGIMES))
     parser.add_argument("--jobs", type=int, default=usable_cores())
     parser.add_argument("overrides", nargs="*", help="extra warpk overrides for every job")

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from warpk.config import (
+    RUNTIME_RENAMED,
     ConfigError,
     HardwareConfig,
     RunConfig,
@@ -52,7 +53,7 @@ from warpk.paths import CONF_DIR
 from warpk.policy.load import PolicyWeightsMissing, require_weights
 from warpk.provenance import git_head
 from warpk.requeue import tolerate_requeue_kill
-from warpk.runtime.calibration import CalibrationError
+from warpk.runtime.serving.calibration import CalibrationError
 from warpk.stages import StageUnavailable, check_available, objective, run_stage
 from warpk.tasks import TaskError, synthetic_settings
 from warpk.tracking import require_wandb, wandb_run
@@ -106,6 +107,7 @@ RENAMED = {  # old key -> what replaced it
     "runtime.gpu": "use hardware@runtime.served (h200 | h100)",
     "runtime.deploy_margin": "M5 deploys by the evaluator's one rule of faster (records.faster: speedup_low "
                              "> 1 + records.SPEED_BIAS_MARGIN), with nothing to set",
+    **{old: f"use {new}" for old, new in RUNTIME_RENAMED.items()},  # runtime's sections, 2026-12-05
 }
 
 
@@ -119,17 +121,16 @@ def _explain(err: BaseException) -> str:
         cause = cause.__cause__
     if isinstance(cause, ConfigError):
         return str(cause)
-    key = getattr(cause, "full_key", None)
+    unknown = re.search(r"Could not override '([^']+)'", str(err))
+    key = getattr(cause, "full_key", None) or (unknown.group(1) if unknown else None)
+    if key in RENAMED:  # an old key, or an old value key that is a section now (runtime.actuator)
+        return f"{key} is no longer a key: {RENAMED[key]}"
     field = field_at(key) if key else None
     if field is not None:
         value = getattr(cause, "value", None)
         return f"{key}={value!r} is not allowed; allowed: {describe_allowed(field)}"
-    unknown = re.search(r"Could not override '([^']+)'", str(err))
     if unknown:
-        key = unknown.group(1)
-        if key in RENAMED:
-            return f"{key} is no longer a key: {RENAMED[key]}"
-        return f"{key} is not a config key (`python -m warpk --cfg job` lists them)"
+        return f"{unknown.group(1)} is not a config key (`python -m warpk --cfg job` lists them)"
     return " ".join(str(err).split())
 
 
@@ -196,7 +197,7 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
 def _loads_policy(config: RunConfig) -> bool:
     """Whether the job loads the policy's base weights: training, M5's GRPO rounds, sampling a
     checkpoint."""
-    return (config.stage == "train" or (config.stage == "hrl" and config.runtime.hrl_grpo)
+    return (config.stage == "train" or (config.stage == "hrl" and config.runtime.hrl.grpo)
             or (config.stage == "evaluate" and bool(config.policy.checkpoint)))
 
 

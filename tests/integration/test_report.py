@@ -354,9 +354,9 @@ def test_runtime_runs_give_regime_tables_and_figure(tmp_path):
             "logger=disabled",
             "runtime.calibration=tests/data/runtime_calibration_fixture.json",
             "runtime.allow_fixture_calibration=true",
-            "runtime.ppo_timesteps=64",
+            "runtime.ppo.timesteps=64",
             "runtime.episode_steps=8",
-            "runtime.tuning_seeds=1",
+            "runtime.selection.tuning_seeds=1",
             f"hydra.sweep.dir={sweep}",
         )
     )

@@ -66,8 +66,8 @@ def test_the_served_gpu_is_a_second_instance_of_the_hardware_group():
     assert [c.name for c in run.runtime.served.clock_profiles] == ["max", "balanced", "efficient"]
     h100 = _compose("model=m4", "hardware@runtime.served=h100").runtime.served
     assert (h100.name, h100.power_cap_max_w) == ("h100", 700)
-    nvml = _compose("model=m4", "hardware=h100", "hardware@runtime.served=h100", "runtime.actuator=nvml",
-                    "runtime.nvml_opt_in=true")  # fmt: skip
+    nvml = _compose("model=m4", "hardware=h100", "hardware@runtime.served=h100", "runtime.actuator.kind=nvml",
+                    "runtime.actuator.nvml_opt_in=true")  # fmt: skip
     assert nvml.runtime.served.name == nvml.hardware.name == "h100"
 
 
@@ -85,13 +85,15 @@ def test_an_explicit_stage_overrides_the_arms_where_it_reads_any_arm():
         (("model=m4", "stage=hrl"), "stage=hrl needs model=m5; model=m4 runs stage=runtime"),
         (("model=m1", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
         (("model=m5", "train.per_device_batch_size=3"), "= 3 must be a multiple of train.num_generations=8"),
-        (("model=m4", "hardware=h100", "runtime.actuator=nvml", "runtime.nvml_opt_in=true"),
-         "runtime.actuator=nvml needs hardware=h200 (hardware@runtime.served, the simulated GPU), "
+        (("model=m4", "hardware=h100", "runtime.actuator.kind=nvml", "runtime.actuator.nvml_opt_in=true"),
+         "runtime.actuator.kind=nvml needs hardware=h200 (hardware@runtime.served, the simulated GPU), "
          "got hardware=h100"),
-        (("model=m5", "runtime.ppo_seeds=3"), "stage=hrl trains one PPO model per arm on one env"),
-        (("model=m5", "runtime.evaluate_on=tuning"), "allowed here: 1, 1, heldout, false, 0"),
-        (("model=m5", "runtime.ppo_normalize=true"), "ppo_normalize=true, ppo_select_episodes=0 are"),
-        (("model=m5", "runtime.ppo_select_episodes=8"), "ppo_select_episodes=8 are stage=runtime's"),
+        (("model=m5", "runtime.ppo.seeds=3"), "stage=hrl trains one PPO model per arm on one env"),
+        (("model=m5", "runtime.selection.evaluate_on=tuning"), "allowed here: 1, 1, heldout, false, 0"),
+        (("model=m5", "runtime.ppo.normalize=true"),
+         "runtime.ppo.normalize=true, runtime.selection.select_episodes=0 are"),
+        (("model=m5", "runtime.selection.select_episodes=8"),
+         "runtime.selection.select_episodes=8 are stage=runtime's"),
         (("model=m4", "hardware@runtime.served=cpu"),
          "hardware@runtime.served=cpu, which has no power-cap range or clock profiles to control"),
         (("model=m4", "reward=kernel"), "stage=runtime trains the controller on reward.beta_energy"),
@@ -202,10 +204,42 @@ def test_detect_gpu_names_with_a_fake_nvml():
         ),
         ("runtime.gpu=h100", "runtime.gpu is no longer a key: use hardware@runtime.served (h200 | h100)"),
         ("runtime.gpux=1", "runtime.gpux is not a config key (`python -m warpk --cfg job` lists them)"),
+        # runtime's sections (2026-12-05): a bad value names the key; an old flat key names the new one
+        ("runtime.ppo.seeds=0", "runtime.ppo.seeds=0 is not allowed; allowed: an integer in [1, 100]"),
+        ("runtime.selection.evaluate_on=test",
+         "runtime.selection.evaluate_on='test' is not allowed; allowed: one of heldout, tuning, validation"),
+        ("runtime.workload.arrival_rate_rps=0",
+         "runtime.workload.arrival_rate_rps=0.0 is not allowed; allowed: a number in [0.01, 1000]"),
+        ("runtime.workload.burst_factor=6",
+         "runtime.workload.burst_factor * runtime.workload.burst_fraction = 1.2 must be < 1 "
+         "(the rate outside bursts would be negative)"),
+        ("runtime.actuator.kind=nvml",
+         "runtime.actuator.kind=nvml changes the GPU's power limit and clocks; "
+         "set runtime.actuator.nvml_opt_in=true to allow it (never on a shared GPU)"),
+        ("runtime.ppo_seeds=3", "runtime.ppo_seeds is no longer a key: use runtime.ppo.seeds"),
+        ("runtime.eval_seeds=20", "runtime.eval_seeds is no longer a key: use runtime.selection.eval_seeds"),
+        ("runtime.ppo_select_episodes=8",
+         "runtime.ppo_select_episodes is no longer a key: use runtime.selection.select_episodes"),
+        ("runtime.arrival_rate_rps=5",
+         "runtime.arrival_rate_rps is no longer a key: use runtime.workload.arrival_rate_rps"),
+        ("runtime.actuator=nvml", "runtime.actuator is no longer a key: use runtime.actuator.kind"),
+        ("runtime.hrl_rounds=1", "runtime.hrl_rounds is no longer a key: use runtime.hrl.rounds"),
+        ("runtime.kernel_records=x.jsonl",
+         "runtime.kernel_records is no longer a key: use runtime.hrl.kernel_records"),
+        ("runtime.ppo.seedz=3",
+         "runtime.ppo.seedz is not a config key (`python -m warpk --cfg job` lists them)"),
     ],
 )
 def test_bad_override_names_key_and_allowed_values(override, expected):
     assert preflight([override], gpu_names=[]) == expected
+
+
+def test_every_old_flat_runtime_key_names_a_new_key_that_exists():
+    from warpk.config import RUNTIME_RENAMED, field_at
+
+    for old, new in RUNTIME_RENAMED.items():
+        assert field_at(new) is not None, f"{old} -> {new}: no such key"
+        assert old == "runtime.actuator" or field_at(old) is None, f"{old} is still a key"
 
 
 def test_cross_field_checks():
@@ -222,8 +256,8 @@ def test_the_controller_and_generator_rules_leave_valid_runs_alone():
     # multi-turn samples its turns with HF generate: hf-static (the Qwen default) is fine, vllm is not
     assert _compose("model=m1", "policy=qwen2.5-coder-7b", "model.turns=3").policy.generator == "hf-static"
     # stage=hrl has no actuator: the NVML rule is stage=runtime's
-    _compose("model=m5", "hardware=h100", "runtime.actuator=nvml", "runtime.nvml_opt_in=true")
-    _compose("model=m4", "hardware=h200", "runtime.actuator=nvml", "runtime.nvml_opt_in=true")
+    _compose("model=m5", "hardware=h100", "runtime.actuator.kind=nvml", "runtime.actuator.nvml_opt_in=true")
+    _compose("model=m4", "hardware=h200", "runtime.actuator.kind=nvml", "runtime.actuator.nvml_opt_in=true")
 
 
 def test_sweep_is_checked_point_by_point_before_launch():

@@ -11,9 +11,9 @@ from tests.conftest import hardware_profile, run_warpk
 from warpk.config import RuntimeConfig, SlaConfig
 from warpk.paths import REPO
 from warpk.records import EvalRecord, faster, read_records
-from warpk.runtime import hrl
-from warpk.runtime.calibration import CostModel, PhaseScale, fit_costs, load_calibration
-from warpk.runtime.env import ServingEnv
+from warpk.runtime.arms import hrl
+from warpk.runtime.serving.calibration import CostModel, PhaseScale, fit_costs, load_calibration
+from warpk.runtime.serving.env import ServingEnv
 
 FIXTURE = "tests/data/runtime_calibration_fixture.json"
 NO_CAP_W = 1e9  # a cap that never binds: only the kernel multipliers change the cost
@@ -158,15 +158,15 @@ SMALL = (
     f"runtime.calibration={FIXTURE}",
     "runtime.allow_fixture_calibration=true",
     "runtime.episode_steps=12",
-    "runtime.hrl_rounds=1",
-    "runtime.hrl_ppo_timesteps=480",
-    "runtime.hrl_joint_timesteps=0",
+    "runtime.hrl.rounds=1",
+    "runtime.hrl.ppo_timesteps=480",
+    "runtime.hrl.joint_timesteps=0",
 )
 
 
 @pytest.mark.slow
 def test_stage_hrl_with_the_tiny_policy_reports_no_gain(tmp_path):
-    result = run_warpk(*SMALL, "runtime.hrl_grpo_steps=1", f"hydra.run.dir={tmp_path}")
+    result = run_warpk(*SMALL, "runtime.hrl.grpo_steps=1", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "no correct kernel from the policy: cost model unchanged" in result.stdout
     assert "M5 (kernel-updated env) versus M4 alone" in result.stdout
@@ -184,7 +184,8 @@ def test_stage_hrl_with_measured_records_changes_the_env_and_refuses_cpu_records
     good = tmp_path / "h200.jsonl"
     good.write_text(record("09_matmul", source="model").to_json() + "\n")
     result = run_warpk(
-        *SMALL, "runtime.hrl_grpo=false", f"runtime.kernel_records={good}", f"hydra.run.dir={tmp_path / 'a'}"
+        *SMALL, "runtime.hrl.grpo=false", f"runtime.hrl.kernel_records={good}",
+        f"hydra.run.dir={tmp_path / 'a'}",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "speedup only" in result.stdout and "kernels from: records file" in result.stdout
@@ -194,9 +195,9 @@ def test_stage_hrl_with_measured_records_changes_the_env_and_refuses_cpu_records
     assert static["static max (kernel-updated env)"] < static["static max"]
     cpu = tmp_path / "cpu.jsonl"
     cpu.write_text(record("17_causal_attention", hardware="cpu").to_json() + "\n")
-    refused = run_warpk(*SMALL, f"runtime.kernel_records={cpu}", f"hydra.run.dir={tmp_path / 'b'}")
+    refused = run_warpk(*SMALL, f"runtime.hrl.kernel_records={cpu}", f"hydra.run.dir={tmp_path / 'b'}")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert refused.stderr.strip().splitlines()[-1].startswith("warpk: runtime.kernel_records=")
+    assert refused.stderr.strip().splitlines()[-1].startswith("warpk: runtime.hrl.kernel_records=")
     assert "none measured on the served GPU" in refused.stderr
 
 

@@ -109,6 +109,55 @@ def test_the_layer_test_sees_an_upward_import(tmp_path, monkeypatch):
         test_no_import_goes_from_a_lower_layer_to_a_higher_one()
 
 
+# warpk.runtime's subpackages, one way (warpk/runtime/__init__.py): the simulator knows nothing of
+# its controllers, the controllers nothing of the stages' tables and rounds
+RUNTIME_LAYERS = {"serving": 0, "control": 1, "arms": 2}
+RUNTIME_ONLY_ARMS_MAY = ("trainers", "stages")  # M5's rounds import the trainers; no stage from runtime
+
+
+def test_runtime_s_subpackages_import_one_way():
+    offenders = []
+    runtime = PACKAGE / "runtime"
+    for path in runtime.rglob("*.py"):
+        rel = path.relative_to(runtime)
+        if len(rel.parts) == 1:  # warpk/runtime/__init__.py: the picture only, no imports
+            offenders += [f"runtime/{rel} imports warpk.{t}" for t in _warpk_imports(path)]
+            continue
+        sub = rel.parts[0]
+        assert sub in RUNTIME_LAYERS, f"warpk/runtime/{rel}: give {sub} a place in RUNTIME_LAYERS"
+        for target in _warpk_imports(path):
+            parts = target.split(".")
+            if parts[0] == "runtime":
+                other = parts[1] if len(parts) > 1 else None  # `from warpk.runtime import x`: no layer named
+                if other not in RUNTIME_LAYERS or RUNTIME_LAYERS[other] > RUNTIME_LAYERS[sub]:
+                    offenders.append(f"runtime/{rel.as_posix()} ({sub}) imports warpk.{target}")
+            elif parts[0] in RUNTIME_ONLY_ARMS_MAY and (sub != "arms" or parts[0] == "stages"):
+                offenders.append(f"runtime/{rel.as_posix()} ({sub}) imports warpk.{target}")
+    assert not offenders
+
+
+@pytest.mark.parametrize(
+    ("where", "code", "message"),
+    [
+        ("serving/bad.py", "from warpk.runtime.control.ppo import train_ppo\n",
+         "runtime/serving/bad.py .serving. imports warpk.runtime.control.ppo"),
+        ("control/bad.py", "from warpk.runtime.arms import results\n",
+         "runtime/control/bad.py .control. imports warpk.runtime.arms"),
+        ("control/lazy.py", "def f():\n    from warpk.trainers.grpo import run_grpo\n",
+         "runtime/control/lazy.py .control. imports warpk.trainers.grpo"),
+        ("arms/bad.py", "from warpk.stages import run_stage\n",
+         "runtime/arms/bad.py .arms. imports warpk.stages"),
+    ],
+)
+def test_the_runtime_layer_test_sees_an_upward_import(tmp_path, monkeypatch, where, code, message):
+    fake = tmp_path / "warpk"
+    (fake / "runtime" / where).parent.mkdir(parents=True)
+    (fake / "runtime" / where).write_text(code)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    with pytest.raises(AssertionError, match=message):
+        test_runtime_s_subpackages_import_one_way()
+
+
 def test_the_evaluator_loads_only_telemetry_s_seam():
     import subprocess
 
@@ -182,3 +231,15 @@ def test_no_import_cycle_among_warpks_modules():
     for module, deps in graph.items():
         cycles += [f"{module} <-> {dep}" for dep in deps if reaches(dep, module)]
     assert not cycles  # a lazy import inside a function is a cycle too
+
+
+def test_the_cycle_test_sees_a_lazy_cycle(tmp_path, monkeypatch):
+    fake = tmp_path / "warpk"
+    (fake / "runtime" / "serving").mkdir(parents=True)
+    lazy = "def f():\n    from warpk.runtime.arms import results\n"  # inside a function: a cycle too
+    (fake / "runtime" / "serving" / "env.py").write_text(lazy)
+    (fake / "runtime" / "arms").mkdir()
+    (fake / "runtime" / "arms" / "results.py").write_text("from warpk.runtime.serving.env import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    with pytest.raises(AssertionError, match="warpk.runtime.serving.env <-> warpk.runtime.arms.results"):
+        test_no_import_cycle_among_warpks_modules()

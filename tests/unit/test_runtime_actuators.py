@@ -8,8 +8,8 @@ import pynvml
 import pytest
 
 from warpk.config import ClockProfile
-from warpk.runtime.actuators import ActuatorError, NvmlActuator, SimulatedActuator
-from warpk.runtime.env import Setting
+from warpk.runtime.serving.actuators import ActuatorError, NvmlActuator, SimulatedActuator
+from warpk.runtime.serving.env import Setting
 
 ORIGINAL_MW = 650_000
 LOW = Setting(300.0, ClockProfile("efficient", 1110), 64)

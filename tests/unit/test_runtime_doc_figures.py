@@ -1,12 +1,12 @@
 """docs/runtime.md's held-out claim of 2026-12-05 recomputed from the per-episode rows it cites,
-and judged again with the goal's thresholds from its one home (runtime.evaluation): a
+and judged again with the goal's thresholds from its one home (runtime.control.evaluation): a
 figure or a verdict that drifts from its data fails here."""
 
 import json
 import statistics
 
 from tests.conftest import REPO
-from warpk.runtime.evaluation import GOAL_SAVING, INFEASIBLE_ATTAINMENT_MARGIN
+from warpk.runtime.control.evaluation import GOAL_SAVING, INFEASIBLE_ATTAINMENT_MARGIN
 
 DATA = REPO / "docs" / "data" / "runtime-heldout-2026-12-05"
 DOC = (REPO / "docs" / "runtime.md").read_text()

@@ -8,17 +8,32 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from tests.conftest import hardware_profile
-from warpk.config import ConfigError, RuntimeConfig, SlaConfig
-from warpk.runtime.calibration import CalibrationError, CostModel, fit_costs, heldout_error, load_calibration
-from warpk.runtime.env import ServingEnv
+from warpk.config import (
+    ActuatorConfig,
+    ConfigError,
+    RuntimeConfig,
+    SelectionConfig,
+    SlaConfig,
+    WorkloadConfig,
+)
+from warpk.runtime.serving.calibration import (
+    CalibrationError,
+    CostModel,
+    fit_costs,
+    heldout_error,
+    load_calibration,
+)
+from warpk.runtime.serving.env import ServingEnv
 
 FIXTURE = "tests/data/runtime_calibration_fixture.json"
 STATIC_MAX = np.array([0, 0, 4])  # 700 W, default clocks, concurrency 128
 
 
-def make_env(sla=None, **runtime):
+def make_env(sla=None, workload=None, actuator=None, **runtime):
+    """A ServingEnv on the fixture; `workload`, `actuator`: those sections' fields."""
     runtime.setdefault("allow_fixture_calibration", True)
-    cfg = RuntimeConfig(**runtime)
+    sections = WorkloadConfig(**(workload or {})), ActuatorConfig(**(actuator or {}))
+    cfg = RuntimeConfig(workload=sections[0], actuator=sections[1], **runtime)
     cal = load_calibration(FIXTURE, allow_fixture=cfg.allow_fixture_calibration)
     return ServingEnv(cfg, sla or SlaConfig(), hardware_profile("h200"), cal)
 
@@ -52,8 +67,8 @@ def test_same_seed_gives_the_same_episode_and_another_seed_does_not():
 
 
 def test_static_max_meets_the_sla_at_low_load_and_violates_under_overload():
-    low = make_env(arrival_process="poisson", arrival_rate_rps=0.3, episode_steps=12)
-    over = make_env(arrival_process="poisson", arrival_rate_rps=30.0, episode_steps=12)
+    low = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=0.3), episode_steps=12)
+    over = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=30.0), episode_steps=12)
     for seed in (0, 1):
         _, _, calm = run_episode(low, STATIC_MAX, seed)
         assert calm.sla_attainment == 1.0 and calm.sla_met
@@ -107,14 +122,16 @@ def test_heldout_error_uses_points_left_out_of_the_fit():
 
 
 def test_bad_runtime_values_name_the_key():
-    with pytest.raises(ConfigError, match="runtime.eval_seeds"):
-        RuntimeConfig(eval_seeds=3)
-    with pytest.raises(ConfigError, match="runtime.nvml_opt_in"):
-        RuntimeConfig(actuator="nvml")
-    with pytest.raises(ConfigError, match="burst_factor"):
-        RuntimeConfig(burst_factor=6.0, burst_fraction=0.2)
+    with pytest.raises(ConfigError, match="runtime.selection.eval_seeds"):
+        SelectionConfig(eval_seeds=3)
+    with pytest.raises(ConfigError, match="runtime.actuator.nvml_opt_in"):
+        ActuatorConfig(kind="nvml")
+    with pytest.raises(ConfigError, match="runtime.workload.burst_factor"):
+        WorkloadConfig(burst_factor=6.0, burst_fraction=0.2)
+    with pytest.raises(ConfigError, match=r"runtime.actuator.concurrency_choices=\[\] is not allowed"):
+        ActuatorConfig(concurrency_choices=[])
     with pytest.raises(ValueError, match="calibrated decode batch"):
-        make_env(concurrency_choices=[8, 256])
+        make_env(actuator=dict(concurrency_choices=[8, 256]))
     with pytest.raises(ConfigError, match="sla.ttft_p95_s"):
         SlaConfig(ttft_p95_s=100.0, e2e_p95_s=10.0)
 
@@ -153,7 +170,7 @@ def test_the_reward_weights_of_the_run_weigh_the_energy_and_sla_terms():
 def test_the_runtime_reward_weights_come_from_the_reward_group():
 
     from warpk.__main__ import compose_config
-    from warpk.runtime.env import reward_weights
+    from warpk.runtime.serving.env import reward_weights
 
     m4 = compose_config(["model=m4", "hardware=cpu"], [])
     half = compose_config(["model=m4", "reward.gamma_sla=0.5"], [])

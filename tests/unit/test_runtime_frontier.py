@@ -1,7 +1,7 @@
-"""The static frontier (warpk.runtime.frontier): which settings make it, and how a policy is read
+"""The static frontier (warpk.runtime.arms.frontier): which settings make it, and how a policy is read
 against it, on constructed points where the answer is known."""
 
-from warpk.runtime.frontier import StaticPoint, frontier_figure, pareto, standing
+from warpk.runtime.arms.frontier import StaticPoint, frontier_figure, pareto, standing
 
 GRID = [
     StaticPoint("700W", 0.99, 160.0),

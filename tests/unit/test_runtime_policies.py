@@ -7,10 +7,10 @@ import pytest
 
 from tests.conftest import run_warpk
 from tests.unit.test_runtime_env import FIXTURE, make_env
-from warpk.runtime import baselines
-from warpk.runtime.evaluation import evaluate, mean_ci95, summarize
-from warpk.runtime.policies import PPOPolicy, RandomPolicy
-from warpk.runtime.ppo import train_ppo
+from warpk.runtime.control import baselines
+from warpk.runtime.control.evaluation import evaluate, mean_ci95, summarize
+from warpk.runtime.control.policies import PPOPolicy, RandomPolicy
+from warpk.runtime.control.ppo import train_ppo
 from warpk.tracking import read_offline_run
 
 SEEDS = [11, 12, 13, 14, 15]
@@ -21,7 +21,7 @@ def _energy(results):
 
 
 def test_the_oracle_is_never_beaten_by_another_static_setting():
-    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=12)
+    env = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=1.5), episode_steps=12)
     oracle, grid = baselines.oracle_static(env, SEEDS)
     assert len(grid) == len(env.caps_w) * len(env.clocks) * len(env.concurrency)
     best = grid[oracle.action]
@@ -37,14 +37,14 @@ def test_the_oracle_is_never_beaten_by_another_static_setting():
 
 
 def test_best_static_cap_keeps_default_clocks_and_max_concurrency():
-    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=8)
+    env = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=1.5), episode_steps=8)
     policy = baselines.best_static_cap(env, [21, 22])
     assert policy.action[1] == baselines.default_clock_index(env)
     assert policy.action[2] == len(env.concurrency) - 1
 
 
 def test_a_calm_rule_runs_slow_only_while_calm():
-    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=8)
+    env = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=1.5), episode_steps=8)
     slow = (len(env.caps_w) - 1, 0, len(env.concurrency) - 1)
     rule = baselines.CalmRule(max_running=8, slow=slow, max_age=0.5)
     rule.reset(env)
@@ -65,7 +65,7 @@ def test_the_best_calm_rule_is_the_cheapest_of_the_grid_at_static_max_attainment
     better; where the bar is out of reach, the most attaining."""
     monkeypatch.setattr(baselines, "CALM_RUNNING", (4, 32))
     monkeypatch.setattr(baselines, "CALM_AGE", (0.3, np.inf))
-    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=8)
+    env = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=1.5), episode_steps=8)
     seeds = [21, 22]
     fast = baselines.static_max(env).action
     grid = []
@@ -87,7 +87,7 @@ def test_the_best_calm_rule_is_the_cheapest_of_the_grid_at_static_max_attainment
 
 
 def test_zeus_profiles_every_cap_then_locks_the_cheapest():
-    env = make_env(arrival_process="poisson", arrival_rate_rps=1.5, episode_steps=24)
+    env = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=1.5), episode_steps=24)
     zeus = baselines.ZeusPowerLimit(eta=1.0)
     obs, info = env.reset(seed=3)
     zeus.reset(env)
@@ -104,7 +104,7 @@ def test_zeus_profiles_every_cap_then_locks_the_cheapest():
 
 
 def test_slo_slack_controller_slows_down_at_low_load_and_speeds_up_under_pressure():
-    env = make_env(arrival_process="poisson", arrival_rate_rps=0.3, episode_steps=6)
+    env = make_env(workload=dict(arrival_process="poisson", arrival_rate_rps=0.3), episode_steps=6)
     ctl = baselines.SloSlackController()
     env.reset(seed=0)
     ctl.reset(env)
@@ -125,7 +125,7 @@ def test_mean_ci95_is_a_t_interval():
 def test_ppo_trains_the_same_policy_as_sb3_with_torch_s_argument_checks_on():
     import torch
 
-    from warpk.runtime.ppo import new_ppo
+    from warpk.runtime.control.ppo import new_ppo
 
     fast = train_ppo(lambda: make_env(episode_steps=12), 480, seed=3)
     assert torch.distributions.Distribution._validate_args  # restored afterwards
@@ -141,7 +141,7 @@ def test_a_normalised_ppo_acts_on_observations_scaled_by_the_statistics_it_train
     model = train_ppo(lambda: make_env(episode_steps=12), 960, seed=3, normalize=True)
     scaler = model.get_env()
     assert isinstance(scaler, VecNormalize) and scaler.norm_reward and not scaler.training
-    assert scaler.gamma == 0.95  # runtime.ppo_gamma's default: the rewards' scale is that return's
+    assert scaler.gamma == 0.95  # runtime.ppo.gamma's default: the rewards' scale is that return's
     assert scaler.obs_rms.count >= 961  # every training step updated the statistics
     frozen = (scaler.obs_rms.mean.copy(), scaler.obs_rms.count)
     env = make_env(episode_steps=12)
@@ -166,9 +166,9 @@ def test_a_normalised_ppo_acts_on_observations_scaled_by_the_statistics_it_train
 
 @pytest.mark.slow
 def test_a_short_ppo_run_beats_a_random_policy():
-    env = make_env(arrival_rate_rps=2.0, episode_steps=24)
-    # four copies stepped together (runtime.ppo_envs=4), normalised as M4 ships (runtime.ppo_normalize)
-    make = lambda: make_env(arrival_rate_rps=2.0, episode_steps=24)  # noqa: E731
+    env = make_env(workload=dict(arrival_rate_rps=2.0), episode_steps=24)
+    # four copies stepped together (runtime.ppo.envs=4), normalised as M4 ships (runtime.ppo.normalize)
+    make = lambda: make_env(workload=dict(arrival_rate_rps=2.0), episode_steps=24)  # noqa: E731
     model = train_ppo(make, 6000, seed=0, envs=4, normalize=True)
     assert model.n_envs == 4 and model.n_steps * 4 == 480  # one rollout of 480 steps across them
 
@@ -200,10 +200,10 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
         f"hydra.run.dir={tmp_path}",
         f"runtime.calibration={FIXTURE}",
         "runtime.allow_fixture_calibration=true",
-        "runtime.ppo_timesteps=960",
+        "runtime.ppo.timesteps=960",
         "runtime.episode_steps=12",
-        "runtime.tuning_seeds=1",
-        "runtime.ppo_seeds=2",  # PPO trained with seeds 0 and 1000, both evaluated
+        "runtime.selection.tuning_seeds=1",
+        "runtime.ppo.seeds=2",  # PPO trained with seeds 0 and 1000, both evaluated
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "M4 PPO versus baselines, sla=mixed" in result.stdout and "MODELLED" in result.stdout
@@ -264,15 +264,15 @@ def test_stage_runtime_writes_table_results_and_wandb(tmp_path):
     logged = read_offline_run(tmp_path)
     rows = {k: v for row in logged["history"] for k, v in row.items()}
     assert rows["runtime/m4_ppo/energy_per_request_j"] == pytest.approx(ppo["energy_per_request_j"])
-    # runtime.ppo_normalize's default reached training: every model trained under VecNormalize
+    # runtime.ppo.normalize's default reached training: every model trained under VecNormalize
     assert [v for k, v in rows.items() if k.endswith("ppo/normalized")] == [True]
-    # runtime.ppo_select_episodes' default reached training: a checkpoint was kept per training seed
+    # runtime.selection.select_episodes' default reached training: a checkpoint was kept per training seed
     assert "PPO checkpoints kept, on the selection episodes: seed 0: step " in result.stdout
     assert {k.rsplit("/", 1)[-1] for k in rows if "ppo/selected_timesteps/" in k} == {"0", "1000"}
 
 
 def test_the_goal_over_training_seeds_holds_only_when_it_holds_on_each():
-    from warpk.runtime.evaluation import across_train_seeds
+    from warpk.runtime.control.evaluation import across_train_seeds
 
     def v(saving, attainment, met):
         return {
@@ -319,9 +319,9 @@ def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
 
 
 def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_closest():
-    from warpk.runtime.calibration import heldout_error, load_calibration
-    from warpk.runtime.env import EpisodeResult
-    from warpk.runtime.results import run_summary
+    from warpk.runtime.arms.results import run_summary
+    from warpk.runtime.serving.calibration import heldout_error, load_calibration
+    from warpk.runtime.serving.env import EpisodeResult
 
     def episodes(energy, attainment, met):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, met) for s in SEEDS]
@@ -353,13 +353,10 @@ def test_the_verdict_compares_with_the_cheapest_static_meeting_the_sla_else_the_
 
 
 def test_ppo_takes_its_hyperparameters_from_the_runtime_config():
-    import dataclasses
+    from warpk.config import PpoConfig, RuntimeConfig
+    from warpk.runtime.control.ppo import hyperparameters, new_ppo
 
-    from warpk.config import RuntimeConfig
-    from warpk.runtime.ppo import hyperparameters, new_ppo
-
-    rt = dataclasses.replace(RuntimeConfig(), ppo_learning_rate=1e-3, ppo_gamma=0.5, ppo_ent_coef=0.0,
-                             ppo_n_epochs=3)  # fmt: skip
+    rt = RuntimeConfig(ppo=PpoConfig(learning_rate=1e-3, gamma=0.5, ent_coef=0.0, n_epochs=3))
     model = new_ppo(make_env(episode_steps=12), 0, 480, hyperparameters(rt))
     assert (model.learning_rate, model.gamma, model.ent_coef, model.n_epochs) == (1e-3, 0.5, 0.0, 3)
 
@@ -368,21 +365,23 @@ def test_a_tuning_run_is_evaluated_on_the_tuning_episodes_and_says_so():
     import dataclasses
 
     from warpk.config import RunConfig
-    from warpk.runtime.evaluation import caption, evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.arms.tables import caption
+    from warpk.runtime.control.evaluation import evaluation_seeds, tuning_seeds_of
 
     config = RunConfig()
-    tuning = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, evaluate_on="tuning"))
+    tuning = dataclasses.replace(config, runtime=dataclasses.replace(
+        config.runtime, selection=dataclasses.replace(config.runtime.selection, evaluate_on="tuning")))
     assert evaluation_seeds(tuning) == tuning_seeds_of(tuning)
     assert not set(evaluation_seeds(config)) & set(tuning_seeds_of(config))  # the held-out ones are others
     assert "TUNING seeds" in caption("mixed", 2, 30, "cal.json", "tuning")
     assert "held-out seeds" in caption("mixed", 2, 30, "cal.json")
-    from warpk.runtime.results import verdict_line
+    from warpk.runtime.arms.results import verdict_line
 
     out = {"ppo_energy_saving_vs_best_static": 0.3, "ppo_sla_attainment_minus_best_static": 0.0,
            "best_static_policy": "static max", "ppo_paired_saving_mean": 0.3, "ppo_paired_saving_ci95": 0.1,
            "ppo_sla_met_seeds": 3, "ppo_goal_met": True}  # fmt: skip
     tuning = verdict_line(out, 3, tuning=True)
-    assert tuning.endswith("MET on the TUNING episodes (runtime.evaluate_on=tuning): not a result")
+    assert tuning.endswith("MET on the TUNING episodes (runtime.selection.evaluate_on=tuning): not a result")
     assert verdict_line(out, 3, tuning=False).endswith("MET")
 
 
@@ -390,14 +389,14 @@ def test_the_training_seeds_never_share_an_env_stream():
     import dataclasses
 
     from warpk.config import RunConfig
-    from warpk.runtime.ppo import train_seeds_of
+    from warpk.runtime.control.ppo import train_seeds_of
 
     config = RunConfig()
-    rt = dataclasses.replace(config.runtime, ppo_seeds=3, ppo_envs=4)
+    rt = dataclasses.replace(config.runtime, ppo=dataclasses.replace(config.runtime.ppo, seeds=3, envs=4))
     run = dataclasses.replace(config, seed=1, runtime=rt)
     seeds = train_seeds_of(run)
     assert seeds[0] == 1 and len(seeds) == 3
-    streams = [s + i for s in seeds for i in range(rt.ppo_envs)]  # env copy i is seeded seed + i
+    streams = [s + i for s in seeds for i in range(rt.ppo.envs)]  # env copy i is seeded seed + i
     assert len(set(streams)) == len(streams)
 
 
@@ -408,8 +407,8 @@ def test_the_training_seeds_never_share_an_env_stream():
     ((60.0, 0.99), True),
 ])
 def test_where_no_static_setting_meets_the_sla_the_goal_is_static_maxs_attainment_less_half_a_point(ppo, met):
-    from warpk.runtime.env import EpisodeResult
-    from warpk.runtime.evaluation import verdict
+    from warpk.runtime.control.evaluation import verdict
+    from warpk.runtime.serving.env import EpisodeResult
 
     def episodes(energy, attainment, sla_met=False):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, sla_met)
@@ -424,9 +423,9 @@ def test_where_no_static_setting_meets_the_sla_the_goal_is_static_maxs_attainmen
 
 
 def test_where_a_static_setting_meets_the_sla_the_goal_is_ten_percent_below_the_cheapest_that_does():
-    from warpk.runtime.env import EpisodeResult
-    from warpk.runtime.evaluation import verdict
-    from warpk.runtime.results import verdict_line
+    from warpk.runtime.arms.results import verdict_line
+    from warpk.runtime.control.evaluation import verdict
+    from warpk.runtime.serving.env import EpisodeResult
 
     def episodes(energy, attainment, sla_met):
         return [EpisodeResult(s, 100, energy * 100, energy, 0.5, 10.0, attainment, 2.0, sla_met)
@@ -446,9 +445,9 @@ def test_episode_seed_families_never_overlap_across_families_run_seeds_or_episod
     import dataclasses
 
     from warpk.config import ConfigError, RunConfig
-    from warpk.runtime.evaluation import evaluation_seeds, tuning_seeds_of
-    from warpk.runtime.seeds import MAX_RUN_SEED, RUN_STRIDE, episode_seeds
-    from warpk.runtime.selection import selection_seeds
+    from warpk.runtime.control.evaluation import evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.control.seeds import MAX_RUN_SEED, RUN_STRIDE, episode_seeds
+    from warpk.runtime.control.selection import selection_seeds
 
     seen: set[int] = set()
     for family in ("heldout", "tuning", "selection", "validation"):
@@ -461,8 +460,10 @@ def test_episode_seed_families_never_overlap_across_families_run_seeds_or_episod
         episode_seeds("heldout", MAX_RUN_SEED, 5)
     config = RunConfig()
     rt = config.runtime
-    runs = {name: dataclasses.replace(config, runtime=dataclasses.replace(rt, evaluate_on=name))
-            for name in ("heldout", "tuning", "validation")}
+    on = {name: dataclasses.replace(rt, selection=dataclasses.replace(rt.selection, evaluate_on=name))
+          for name in ("heldout", "tuning", "validation")}  # fmt: skip
+    runs = {name: dataclasses.replace(config, runtime=runtime) for name, runtime in on.items()}
     held, tuning, old = (set(evaluation_seeds(runs[n])) for n in ("heldout", "tuning", "validation"))
-    assert tuning == set(tuning_seeds_of(config)) and old == {1_000_000 + i for i in range(rt.eval_seeds)}
+    assert tuning == set(tuning_seeds_of(config))
+    assert old == {1_000_000 + i for i in range(rt.selection.eval_seeds)}
     assert not held & (tuning | old | set(selection_seeds(config)))  # the claim's episodes are fresh

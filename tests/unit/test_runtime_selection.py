@@ -4,10 +4,10 @@ import numpy as np
 import torch
 
 from tests.unit.test_runtime_env import make_env
-from warpk.runtime import ppo
-from warpk.runtime.evaluation import evaluate
-from warpk.runtime.policies import PPOPolicy
-from warpk.runtime.selection import Checkpoint
+from warpk.runtime.control import ppo
+from warpk.runtime.control.evaluation import evaluate
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.control.selection import Checkpoint
 
 
 def test_the_cheapest_checkpoint_at_static_max_attainment_wins_else_the_most_attaining():
@@ -60,8 +60,8 @@ def test_scoring_checkpoints_leaves_training_as_it_was(monkeypatch):
 
 def test_selection_episodes_are_neither_held_out_nor_tuning_episodes():
     from warpk.__main__ import compose_config
-    from warpk.runtime.evaluation import evaluation_seeds, tuning_seeds_of
-    from warpk.runtime.selection import selection_seeds
+    from warpk.runtime.control.evaluation import evaluation_seeds, tuning_seeds_of
+    from warpk.runtime.control.selection import selection_seeds
 
     config = compose_config(["model=m4", "hardware=cpu", "seed=7"])
     chosen = set(selection_seeds(config))

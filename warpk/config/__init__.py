@@ -32,12 +32,23 @@ from warpk.config.groups import (
     SlaConfig,
     TasksConfig,
 )
-from warpk.config.stage_groups import ReportConfig, RuntimeConfig, TrainConfig
+from warpk.config.stage_groups import (
+    RUNTIME_RENAMED,
+    ActuatorConfig,
+    HrlConfig,
+    PpoConfig,
+    ReportConfig,
+    RuntimeConfig,
+    SelectionConfig,
+    TrainConfig,
+    WorkloadConfig,
+)
 
 __all__ = [
-    "ARMS", "STAGES", "STAGE_ARMS", "TRAINER_STAGE", "ClockProfile", "ConfigError", "EvaluateConfig",
-    "HardwareConfig", "LoggerConfig", "ModelConfig", "PolicyConfig", "ReportConfig", "RewardConfig",
-    "RunConfig", "RuntimeConfig", "SlaConfig", "TasksConfig", "TrainConfig", "describe_allowed",
+    "ARMS", "RUNTIME_RENAMED", "STAGES", "STAGE_ARMS", "TRAINER_STAGE", "ActuatorConfig", "ClockProfile",
+    "ConfigError", "EvaluateConfig", "HardwareConfig", "HrlConfig", "LoggerConfig", "ModelConfig",
+    "PolicyConfig", "PpoConfig", "ReportConfig", "RewardConfig", "RunConfig", "RuntimeConfig",
+    "SelectionConfig", "SlaConfig", "TasksConfig", "TrainConfig", "WorkloadConfig", "describe_allowed",
     "field_at", "number", "one_of", "register_configs",
 ]  # fmt: skip
 
@@ -102,22 +113,22 @@ class RunConfig(_Checked):
                 "range or clock profiles to control; allowed: hardware@runtime.served=h200 or h100"
             )
         rt = self.runtime
-        if self.stage == "hrl" and (
-            rt.ppo_seeds > 1 or rt.ppo_envs > 1 or rt.evaluate_on != "heldout" or rt.ppo_normalize
-            or rt.ppo_select_episodes
-        ):
+        ppo, sel = rt.ppo, rt.selection
+        if self.stage == "hrl" and (ppo.seeds > 1 or ppo.envs > 1 or sel.evaluate_on != "heldout"
+                                    or ppo.normalize or sel.select_episodes):
             raise ConfigError(
                 f"stage=hrl trains one PPO model per arm on one env and reports on the held-out episodes: "
-                f"runtime.ppo_seeds={rt.ppo_seeds}, ppo_envs={rt.ppo_envs}, evaluate_on={rt.evaluate_on}, "
-                f"ppo_normalize={str(rt.ppo_normalize).lower()}, "
-                f"ppo_select_episodes={rt.ppo_select_episodes} are stage=runtime's (model=m4); "
+                f"runtime.ppo.seeds={ppo.seeds}, runtime.ppo.envs={ppo.envs}, "
+                f"runtime.selection.evaluate_on={sel.evaluate_on}, "
+                f"runtime.ppo.normalize={str(ppo.normalize).lower()}, "
+                f"runtime.selection.select_episodes={sel.select_episodes} are stage=runtime's (model=m4); "
                 "allowed here: 1, 1, heldout, false, 0"
             )
-        nvml = self.stage == "runtime" and self.runtime.actuator == "nvml"  # stage=hrl has no actuator
+        nvml = self.stage == "runtime" and rt.actuator.kind == "nvml"  # stage=hrl has no actuator
         if nvml and self.hardware.name != served.name:
             raise ConfigError(
-                f"runtime.actuator=nvml needs hardware={served.name} (hardware@runtime.served, the simulated "
-                f"GPU), got hardware={self.hardware.name}: the settings PPO learned are that GPU's"
+                f"runtime.actuator.kind=nvml needs hardware={served.name} (hardware@runtime.served, the "
+                f"simulated GPU), got hardware={self.hardware.name}: the settings PPO learned are that GPU's"
             )
 
 

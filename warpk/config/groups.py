@@ -69,7 +69,7 @@ class RewardConfig(_Checked):
     # MODELLED, not measured: the share of a served step's time (and energy) the kernel's op takes
     # at the reference. The IPW term scales the kernel's measured power ratio by the op's share of
     # the new step's time; 0 -> the term is 0, 1 -> ln(ref_power / power). No measured file splits a
-    # served step by op (warpk/runtime/data/*.json times whole steps); 0.5 is the share at which the
+    # served step by op (warpk/runtime/serving/data/*.json times whole steps); 0.5 is the share at which the
     # term depends most on the kernel's runtime (docs/rewards.md, "IPW").
     ipw_op_share: float = number(0.5, 0.0, 1.0)
     reward_no_code: float = number(-1.0, -100.0, 0.0)

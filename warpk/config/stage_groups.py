@@ -1,5 +1,5 @@
-"""The schemas of the groups of the stages that train, control and report: train, runtime,
-report (warpk.config re-exports them)."""
+"""The schemas of the groups of the stages that train, control and report: train, runtime (and its
+sections), report (warpk.config re-exports them)."""
 
 from __future__ import annotations
 
@@ -69,18 +69,10 @@ class TrainConfig(_Checked):
 
 
 @dataclass
-class RuntimeConfig(_Checked):
-    """stage=runtime / hrl: the serving environment, M4 PPO and its baselines (issue #6)."""
+class WorkloadConfig(_Checked):
+    """runtime.workload: the requests of an episode (warpk.runtime.serving.workload)."""
 
-    KEY: ClassVar[str] = "runtime"
-    # The served (simulated) GPU: a second instance of the hardware group, selected with
-    # `hardware@runtime.served=h100` (conf/config.yaml: h200). Its power-cap range and clock
-    # profiles are the controller's actions; the run's own `hardware` may be cpu: nothing here
-    # runs on the device unless actuator=nvml.
-    served: HardwareConfig = field(default_factory=HardwareConfig)
-    # Measured calibration (docs/runtime.md); a relative path is relative to the repository root.
-    calibration: str = "warpk/runtime/data/h200_qwen2.5-7b.json"
-    allow_fixture_calibration: bool = False  # tests only: accept a file marked "fixture"
+    KEY: ClassVar[str] = "runtime.workload"
     arrival_process: str = one_of("bursty", "poisson", "bursty")
     arrival_rate_rps: float = number(3.0, 0.01, 1000.0)  # mean requests per second
     burst_factor: float = number(3.0, 1.0, 100.0)  # bursty: rate inside a burst / mean rate
@@ -92,72 +84,148 @@ class RuntimeConfig(_Checked):
     output_tokens_mean: float = number(256.0, 1.0, 65536.0)  # lognormal output length
     output_tokens_sigma: float = number(0.8, 0.0, 3.0)
     max_output_tokens: int = number(1024, 1, 65536)
-    max_prefill_tokens: int = number(8192, 1, 1_000_000)  # prompt tokens one prefill iteration takes
-    concurrency_choices: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128])
-    power_cap_step_w: float = number(100.0, 1.0, 1000.0)  # action grid: caps from max down to min
-    sm_clock_max_mhz: float = number(1980.0, 100.0, 5000.0)  # the default (boost) SM clock
-    # MODELLED clock effect: share of the measured dynamic power that does not scale with the SM
-    # clock (e.g. HBM); 0 = the anchors' model, where all of it does (docs/runtime.md, sensitivity).
-    fixed_power_share: float = number(0.0, 0.0, 1.0)
-    control_period_s: float = number(5.0, 0.1, 600.0)  # one env step = one decision
-    episode_steps: int = number(48, 2, 100000)
-    sla_penalty: float = number(32.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests
-    ppo_timesteps: int = number(100_000, 1, 100_000_000)
+
+    def check(self) -> None:
+        if self.arrival_process == "bursty" and self.burst_factor * self.burst_fraction >= 1.0:
+            product = self.burst_factor * self.burst_fraction
+            raise ConfigError(
+                f"runtime.workload.burst_factor * runtime.workload.burst_fraction = {product:g} must be < 1 "
+                "(the rate outside bursts would be negative)"
+            )
+
+
+@dataclass
+class PpoConfig(_Checked):
+    """runtime.ppo: M4's PPO training (warpk.runtime.control.ppo); its other settings are fixed there."""
+
+    KEY: ClassVar[str] = "runtime.ppo"
+    timesteps: int = number(100_000, 1, 100_000_000)  # control steps of training
     # copies of the env PPO steps together (one rollout of 480 steps across them): 4 cut the
     # default run from ~3 to ~2 min here but, trained on one seed, missed sla=mixed on 1 of 5
     # seeds where 1 copy met it (docs/runtime.md); 1 until a multi-seed comparison says otherwise
-    ppo_envs: int = number(1, 1, 64)
+    envs: int = number(1, 1, 64)
     # PPO trained this many times, with seeds seed, seed+1000, ...: each model evaluated on the same
     # held-out episodes, the verdict per training seed and over them (docs/runtime.md, robustness)
-    ppo_seeds: int = number(1, 1, 100)
+    seeds: int = number(1, 1, 100)
+    learning_rate: float = number(3e-4, 1e-7, 1.0)
+    ent_coef: float = number(0.01, 0.0, 1.0)
+    gamma: float = number(0.95, 0.0, 1.0)  # ~20 control periods ahead at 0.95
+    n_epochs: int = number(8, 1, 1000)
+    # observations and rewards scaled by running statistics while PPO trains (sb3 VecNormalize);
+    # stage=runtime only: stage=hrl's M4 and M5 train without it (conf/model/m5.yaml sets false)
+    normalize: bool = True
+
+
+@dataclass
+class SelectionConfig(_Checked):
+    """runtime.selection: which episodes choose, tune and judge (warpk.runtime.control.seeds)."""
+
+    KEY: ClassVar[str] = "runtime.selection"
+    # keep the best of PPO's checkpoints (every 20 rollouts and the last) on this many selection
+    # episodes: the cheapest at static max's SLA attainment there, else the most attaining
+    # (warpk.runtime.control.selection); 0 = the policy as training ended. stage=runtime only
+    select_episodes: int = number(0, 0, 1000)
     tuning_seeds: int = number(3, 1, 1000)  # episodes for the baselines' sweeps (never the eval seeds)
     eval_seeds: int = number(5, 5, 1000)  # held-out episodes every policy is evaluated on
     # heldout: every policy evaluated on the held-out episodes (the claim); tuning: on the tuning
-    # episodes instead, for sweeps over the ppo_* hyper-parameters (docs/runtime.md, "Tuning")
+    # episodes instead, for sweeps over the runtime.ppo.* hyper-parameters (docs/runtime.md, "Tuning")
     evaluate_on: str = one_of("heldout", "heldout", "tuning", "validation")
-    # PPO's hyper-parameters (warpk.runtime.ppo); the rest of its settings are fixed there
-    ppo_learning_rate: float = number(3e-4, 1e-7, 1.0)
-    ppo_ent_coef: float = number(0.01, 0.0, 1.0)
-    ppo_gamma: float = number(0.95, 0.0, 1.0)  # ~20 control periods ahead at 0.95
-    ppo_n_epochs: int = number(8, 1, 1000)
-    # observations and rewards scaled by running statistics while PPO trains (sb3 VecNormalize);
-    # stage=runtime only: stage=hrl's M4 and M5 train without it (conf/model/m5.yaml sets false)
-    ppo_normalize: bool = True
-    # keep the best of PPO's checkpoints (every 20 rollouts and the last) on this many selection
-    # episodes: the cheapest at static max's SLA attainment there, else the most attaining
-    # (warpk.runtime.selection); 0 = the policy as training ended. stage=runtime only
-    ppo_select_episodes: int = number(0, 0, 1000)
-    zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
-    actuator: str = one_of("simulated", "simulated", "nvml")
-    nvml_opt_in: bool = False  # actuator=nvml changes the GPU's power limit and clocks: say so here
-    # stage=hrl (M5, docs/runtime.md section 8): GRPO round -> PPO round, hrl_rounds times, then a
-    # joint PPO round on the final kernel-updated cost model; M4 gets the same PPO steps, unchanged env.
-    hrl_rounds: int = number(2, 1, 1000)
-    hrl_grpo: bool = True  # false: no GRPO rounds, kernels only from runtime.kernel_records
-    hrl_grpo_steps: int = number(1, 1, 1_000_000)  # GRPO optimizer steps per round
-    hrl_ppo_timesteps: int = number(9600, 1, 100_000_000)  # PPO control steps per round
-    hrl_joint_timesteps: int = number(4800, 0, 100_000_000)  # the last PPO round, final cost model
-    kernel_records: str | None = None  # records.jsonl of kernels measured on the served GPU (+ the policy's)
+
+
+@dataclass
+class ActuatorConfig(_Checked):
+    """runtime.actuator: the controller's action grid and where its settings go
+    (warpk.runtime.serving.env.action_grid, warpk.runtime.serving.actuators)."""
+
+    KEY: ClassVar[str] = "runtime.actuator"
+    kind: str = one_of("simulated", "simulated", "nvml")
+    nvml_opt_in: bool = False  # kind=nvml changes the GPU's power limit and clocks: say so here
+    power_cap_step_w: float = number(100.0, 1.0, 1000.0)  # action grid: caps from max down to min
+    sm_clock_max_mhz: float = number(1980.0, 100.0, 5000.0)  # the default (boost) SM clock
+    concurrency_choices: list[int] = field(default_factory=lambda: [8, 16, 32, 64, 128])
 
     def check(self) -> None:
         if not self.concurrency_choices or any(
             isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in self.concurrency_choices
         ):
             raise ConfigError(
-                f"runtime.concurrency_choices={self.concurrency_choices!r} is not allowed; "
+                f"runtime.actuator.concurrency_choices={self.concurrency_choices!r} is not allowed; "
                 "allowed: a non-empty list of integers >= 1"
             )
-        if self.arrival_process == "bursty" and self.burst_factor * self.burst_fraction >= 1.0:
-            product = self.burst_factor * self.burst_fraction
+        if self.kind == "nvml" and not self.nvml_opt_in:
             raise ConfigError(
-                f"runtime.burst_factor * runtime.burst_fraction = {product:g} must be < 1 "
-                "(the rate outside bursts would be negative)"
+                "runtime.actuator.kind=nvml changes the GPU's power limit and clocks; "
+                "set runtime.actuator.nvml_opt_in=true to allow it (never on a shared GPU)"
             )
-        if self.actuator == "nvml" and not self.nvml_opt_in:
-            raise ConfigError(
-                "runtime.actuator=nvml changes the GPU's power limit and clocks; "
-                "set runtime.nvml_opt_in=true to allow it (never on a shared GPU)"
-            )
+
+
+@dataclass
+class HrlConfig(_Checked):
+    """runtime.hrl: M5's rounds (stage=hrl, docs/runtime.md section 8): GRPO round -> PPO round,
+    `rounds` times, then a joint PPO round on the final kernel-updated cost model; M4 gets the same
+    PPO steps on the unchanged env."""
+
+    KEY: ClassVar[str] = "runtime.hrl"
+    rounds: int = number(2, 1, 1000)
+    grpo: bool = True  # false: no GRPO rounds, kernels only from runtime.hrl.kernel_records
+    grpo_steps: int = number(1, 1, 1_000_000)  # GRPO optimizer steps per round
+    ppo_timesteps: int = number(9600, 1, 100_000_000)  # PPO control steps per round
+    joint_timesteps: int = number(4800, 0, 100_000_000)  # the last PPO round, final cost model
+    kernel_records: str | None = None  # records.jsonl of kernels measured on the served GPU (+ the policy's)
+
+
+@dataclass
+class RuntimeConfig(_Checked):
+    """stage=runtime / hrl: the serving environment, M4 PPO and its baselines (issue #6).
+
+    The serving defaults are the fields here, the one place they are set (conf/model/m4.yaml and
+    m5.yaml override only what their arm changes); the sections hold the workload, PPO, the
+    episodes' selection, the actuator and M5's rounds. Like every group's schema, the sections
+    are not frozen dataclasses: OmegaConf makes a frozen dataclass's node read-only, and Hydra
+    could then merge neither a preset (m5.yaml's runtime.ppo.normalize) nor an override into it."""
+
+    KEY: ClassVar[str] = "runtime"
+    # The served (simulated) GPU: a second instance of the hardware group, selected with
+    # `hardware@runtime.served=h100` (conf/config.yaml: h200). Its power-cap range and clock
+    # profiles are the controller's actions; the run's own `hardware` may be cpu: nothing here
+    # runs on the device unless actuator.kind=nvml.
+    served: HardwareConfig = field(default_factory=HardwareConfig)
+    # Measured calibration (docs/runtime.md, benchmarks/calibrate_serving.py); a relative path is
+    # relative to the repository root.
+    calibration: str = "warpk/runtime/serving/data/h200_qwen2.5-7b.json"
+    allow_fixture_calibration: bool = False  # tests only: accept a file marked "fixture"
+    max_prefill_tokens: int = number(8192, 1, 1_000_000)  # prompt tokens one prefill iteration takes
+    # MODELLED clock effect: share of the measured dynamic power that does not scale with the SM
+    # clock (e.g. HBM); 0 = the anchors' model, where all of it does (docs/runtime.md, sensitivity).
+    fixed_power_share: float = number(0.0, 0.0, 1.0)
+    control_period_s: float = number(5.0, 0.1, 600.0)  # one env step = one decision
+    episode_steps: int = number(48, 2, 100000)  # 4 simulated minutes per episode, then the queue drains
+    sla_penalty: float = number(32.0, 0.0, 1000.0)  # reward cost of a late request, in reference requests
+    zeus_eta: float = number(0.5, 0.0, 1.0)  # ZeusCost: eta * energy + (1 - eta) * max power * time
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    ppo: PpoConfig = field(default_factory=PpoConfig)
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    actuator: ActuatorConfig = field(default_factory=ActuatorConfig)
+    hrl: HrlConfig = field(default_factory=HrlConfig)
+
+
+# The flat runtime keys before the sections (2026-12-05), for the message that names the new one.
+RUNTIME_RENAMED = {
+    **{f"runtime.{k}": f"runtime.workload.{k}" for k in (
+        "arrival_process", "arrival_rate_rps", "burst_factor", "burst_fraction", "burst_mean_s",
+        "prompt_tokens_mean", "prompt_tokens_sigma", "max_prompt_tokens", "output_tokens_mean",
+        "output_tokens_sigma", "max_output_tokens")},
+    **{f"runtime.ppo_{k}": f"runtime.ppo.{k}" for k in (
+        "timesteps", "envs", "seeds", "learning_rate", "ent_coef", "gamma", "n_epochs", "normalize")},
+    "runtime.ppo_select_episodes": "runtime.selection.select_episodes",
+    **{f"runtime.{k}": f"runtime.selection.{k}" for k in ("tuning_seeds", "eval_seeds", "evaluate_on")},
+    "runtime.actuator": "runtime.actuator.kind",
+    **{f"runtime.{k}": f"runtime.actuator.{k}" for k in (
+        "nvml_opt_in", "power_cap_step_w", "sm_clock_max_mhz", "concurrency_choices")},
+    **{f"runtime.hrl_{k}": f"runtime.hrl.{k}" for k in (
+        "rounds", "grpo", "grpo_steps", "ppo_timesteps", "joint_timesteps")},
+    "runtime.kernel_records": "runtime.hrl.kernel_records",
+}  # fmt: skip
 
 
 @dataclass

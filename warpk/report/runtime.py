@@ -26,7 +26,7 @@ from warpk.report.runs import Run
 from warpk.tables import Table, num, text
 
 RESULTS_FILE = "runtime_results.jsonl"
-PPO = "M4 PPO"  # the learned policy's name in runtime_results.jsonl (warpk.runtime.ppo)
+PPO = "M4 PPO"  # the learned policy's name in runtime_results.jsonl (warpk.runtime.control.ppo)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def ipw(
 
     A served step (relative units, 1 at the reference) in which the kernel's op takes `op_share`
     s of the time and energy (MODELLED, RewardConfig.ipw_op_share) and the rest draws the
-    reference op's power (MODELLED, as in warpk/runtime/hrl.py) becomes, with the MEASURED
+    reference op's power (MODELLED, as in warpk/runtime/arms/hrl.py) becomes, with the MEASURED
     r_t = runtime_ms / ref_runtime_ms and r_p = avg_power_w / ref_avg_power_w,
 
         step time T = 1 - s + s*r_t,  step energy W = 1 - s + s*r_t*r_p,  step power = W / T.

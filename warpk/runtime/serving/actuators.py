@@ -2,7 +2,7 @@
 
 - `SimulatedActuator` (default): remembers the settings; `ServingEnv` applies them in simulation.
 - `NvmlActuator`: sets the GPU's power limit and locks its SM clocks through NVML. It refuses to
-  exist without an explicit opt-in (runtime.nvml_opt_in=true), is used as a context manager, and
+  exist without an explicit opt-in (runtime.actuator.nvml_opt_in=true), is used as a context manager, and
   restores the power limit it found and unlocks the clocks on exit, on an exception and on
   SIGTERM. Changing these needs root (or a privileged daemon) and must never happen on a shared
   GPU: the project's own machines only ever run it against a fake pynvml (tests).
@@ -21,7 +21,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from warpk.runtime.env import Setting
+from warpk.runtime.serving.env import Setting
 
 
 class ActuatorError(RuntimeError):
@@ -50,8 +50,8 @@ class NvmlActuator:
     def __init__(self, opt_in: bool, index: int = 0, nvml=None) -> None:
         if not opt_in:
             raise ActuatorError(
-                "NvmlActuator changes the GPU's power limit and clocks; it needs runtime.nvml_opt_in=true "
-                "(never on a shared GPU)"
+                "NvmlActuator changes the GPU's power limit and clocks; it needs "
+                "runtime.actuator.nvml_opt_in=true (never on a shared GPU)"
             )
         if nvml is None:
             import pynvml as nvml
@@ -114,6 +114,6 @@ class NvmlActuator:
 
 
 def actuator_for(runtime) -> NvmlActuator | None:
-    """Where PPO's settings go during evaluation (runtime.actuator): None = simulated only, or the
+    """Where PPO's settings go during evaluation (runtime.actuator.kind): None = simulated only, or the
     real GPU through NVML (preflight checked that `hardware` is the served GPU)."""
-    return NvmlActuator(opt_in=runtime.nvml_opt_in) if runtime.actuator == "nvml" else None
+    return NvmlActuator(opt_in=runtime.actuator.nvml_opt_in) if runtime.actuator.kind == "nvml" else None

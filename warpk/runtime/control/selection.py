@@ -1,4 +1,4 @@
-"""Checkpoint selection for M4's PPO on selection episodes (runtime.ppo_select_episodes).
+"""Checkpoint selection for M4's PPO on selection episodes (runtime.selection.select_episodes).
 
 PPO's last policy is not its best: across training seeds it ends anywhere from static max's SLA
 attainment to 0.1 below it (docs/runtime.md, section 5). So while it trains, every
@@ -23,18 +23,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from warpk.config import RunConfig
-from warpk.runtime.baselines import static_max
-from warpk.runtime.env import ServingEnv
-from warpk.runtime.evaluation import evaluate
-from warpk.runtime.policies import PPOPolicy
-from warpk.runtime.seeds import episode_seeds
+from warpk.runtime.control.baselines import static_max
+from warpk.runtime.control.evaluation import evaluate
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.control.seeds import episode_seeds
+from warpk.runtime.serving.env import ServingEnv
 
 SELECT_EVERY_ROLLOUTS = 20  # 10 checkpoints in M4's 100k steps (rollouts of 480), plus the last
 
 
 def selection_seeds(config: RunConfig) -> tuple[int, ...]:
-    """The runtime.ppo_select_episodes episodes of a run (shared by its training seeds)."""
-    return tuple(episode_seeds("selection", config.seed, config.runtime.ppo_select_episodes))
+    """The runtime.selection.select_episodes episodes of a run (shared by its training seeds)."""
+    return tuple(episode_seeds("selection", config.seed, config.runtime.selection.select_episodes))
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def selection_summary(models: dict[int, object]) -> tuple[str, dict]:
     """A line on the checkpoints kept per training seed, and their W&B metrics ({} without selection)."""
     chosen = {seed: m.selection.best for seed, m in models.items() if getattr(m, "selection", None)}
     if not chosen:
-        return "PPO: the policy as training ended (runtime.ppo_select_episodes=0)", {}
+        return "PPO: the policy as training ended (runtime.selection.select_episodes=0)", {}
     parts = [f"seed {seed}: step {c.timesteps}, attainment {c.sla_attainment:.3f} vs static max "
              f"{c.static_max_attainment:.3f} (below it on {c.episodes_below_static_max} of the episodes), "
              f"{c.energy_per_request_j:.1f} J/request"

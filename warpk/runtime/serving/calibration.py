@@ -265,7 +265,7 @@ def heldout_error(cal: Calibration) -> HeldoutError:
 class PhaseScale:
     """Multipliers on the measured time and energy of each phase at the card's own settings.
 
-    M5 (warpk/runtime/hrl.py) sets them from deployed kernels (Amdahl over MODELLED op-class
+    M5 (warpk/runtime/arms/hrl.py) sets them from deployed kernels (Amdahl over MODELLED op-class
     shares); 1.0 everywhere = the calibrated model unchanged.
     """
 

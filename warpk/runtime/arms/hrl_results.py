@@ -1,16 +1,17 @@
 """What `stage=hrl` reports: the summary metrics, the kernel and gain tables, their Markdown.
 
 Every serving number is SIMULATED; op-class shares and the task-to-served-op transfer are
-MODELLED (warpk.runtime.hrl); the tables say so.
+MODELLED (warpk.runtime.arms.hrl); the tables say so.
 
 Non-goals: no evaluation or training here.
 """
 
 from __future__ import annotations
 
-from warpk.runtime import hrl
-from warpk.runtime.calibration import PhaseScale
-from warpk.runtime.evaluation import METRICS, mean_ci95, plus_minus, pm
+from warpk.runtime.arms import hrl
+from warpk.runtime.arms.tables import plus_minus, pm
+from warpk.runtime.control.evaluation import METRICS, mean_ci95
+from warpk.runtime.serving.calibration import PhaseScale
 from warpk.tables import Table, num, text, to_markdown
 
 M4, M5 = "M4 PPO", "M5 PPO (kernel-updated env)"

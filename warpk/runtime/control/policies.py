@@ -1,8 +1,8 @@
 """Policies that act in `ServingEnv` for evaluation: a trained PPO model (`PPOPolicy`, acting
 deterministically on observations scaled as in training) and the random floor (`RandomPolicy`).
-The static and rule baselines are warpk.runtime.baselines'.
+The static and rule baselines are warpk.runtime.control.baselines'.
 
-Non-goals: no training (warpk.runtime.ppo), no episodes (warpk.runtime.evaluation).
+Non-goals: no training (warpk.runtime.control.ppo), no episodes (warpk.runtime.control.evaluation).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warpk.runtime.env import ServingEnv
+from warpk.runtime.serving.env import ServingEnv
 
 
 @dataclass

@@ -1,14 +1,14 @@
 """M4: PPO (stable-baselines3) on `ServingEnv` (the trained policy acts as
-warpk.runtime.policies.PPOPolicy).
+warpk.runtime.control.policies.PPOPolicy).
 
 Training episodes come from the environments' own random streams, seeded once from the training
-seed (copy i of `runtime.ppo_envs` with seed + i; `train_seeds_of` for runtime.ppo_seeds > 1);
-evaluation uses fixed held-out (or, for tuning, tuning) episodes (runtime/evaluation.py), so no
-evaluation trace is trained on. The tunable hyper-parameters are runtime.ppo_* (`hyperparameters`).
+seed (copy i of `runtime.ppo.envs` with seed + i; `train_seeds_of` for runtime.ppo.seeds > 1);
+evaluation uses fixed held-out (or, for tuning, tuning) episodes (runtime/control/evaluation.py), so no
+evaluation trace is trained on. The tunable hyper-parameters are runtime.ppo.* (`hyperparameters`).
 Torch runs on the CPU with one thread: the MLP is tiny and the simulator is the cost. With several
 copies a rollout holds 480 // copies steps of each (all 480 when the count divides 480, e.g. 4
 copies: 120 each), and the policy runs once per step of all copies, not once per copy.
-With runtime.ppo_normalize, observations and rewards are scaled by running statistics while PPO
+With runtime.ppo.normalize, observations and rewards are scaled by running statistics while PPO
 trains (sb3's VecNormalize, its default clipping at 10 standard deviations kept); the statistics
 freeze at the end and `PPOPolicy` scales what it observes by them.
 
@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from warpk.config import RunConfig, RuntimeConfig
-from warpk.runtime.env import ServingEnv
-from warpk.runtime.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
+from warpk.runtime.control.selection import SELECT_EVERY_ROLLOUTS, Selection, selection_seeds
+from warpk.runtime.serving.env import ServingEnv
 
 # PPO's fixed settings: a rollout is 10 episodes of 48 steps at the defaults. The tunable ones
-# (learning rate, entropy coefficient, gamma, epochs) come from runtime.ppo_* (hyperparameters).
+# (learning rate, entropy coefficient, gamma, epochs) come from runtime.ppo.* (hyperparameters).
 PPO_KWARGS = dict(
     n_steps=480,
     batch_size=120,
@@ -34,9 +34,9 @@ PPO_KWARGS = dict(
 
 
 def hyperparameters(rt: RuntimeConfig) -> dict:
-    """The runtime.ppo_* knobs as sb3 PPO arguments."""
-    return dict(learning_rate=rt.ppo_learning_rate, ent_coef=rt.ppo_ent_coef, gamma=rt.ppo_gamma,
-                n_epochs=rt.ppo_n_epochs)  # fmt: skip
+    """The runtime.ppo.* knobs as sb3 PPO arguments."""
+    return dict(learning_rate=rt.ppo.learning_rate, ent_coef=rt.ppo.ent_coef, gamma=rt.ppo.gamma,
+                n_epochs=rt.ppo.n_epochs)  # fmt: skip
 
 
 def new_ppo(env, seed: int, timesteps: int | None = None, hyper: dict | None = None):
@@ -67,10 +67,11 @@ def train_ppo(
     select_seeds: tuple[int, ...] = (),
 ):
     """A PPO model trained for `timesteps` control steps on `envs` copies of `make_env()`;
-    `normalize` (runtime.ppo_normalize): observations and rewards scaled by running statistics
+    `normalize` (runtime.ppo.normalize): observations and rewards scaled by running statistics
     (sb3's VecNormalize; a late request's penalty is ~100x a step's energy term otherwise).
-    `select_seeds` (runtime.ppo_select_episodes): the model returned is the best checkpoint on those
-    episodes (runtime/selection.py), with the `Selection` as `model.selection`; () keeps the last policy."""
+    `select_seeds` (runtime.selection.select_episodes): the model returned is the best checkpoint on those
+    episodes (warpk.runtime.control.selection), with the `Selection` as `model.selection`; () keeps
+    the last policy."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
@@ -118,10 +119,10 @@ TRAIN_SEED_STRIDE = 1000  # training seeds seed, seed+1000, ...: copy i of a mod
 
 
 def train_seeds_of(config: RunConfig) -> list[int]:
-    """The runtime.ppo_seeds training seeds of a run: its own seed first, the others 1000 apart, so
-    that no env copy (seeded seed + i, i < runtime.ppo_envs) of one model replays another's and a
+    """The runtime.ppo.seeds training seeds of a run: its own seed first, the others 1000 apart, so
+    that no env copy (seeded seed + i, i < runtime.ppo.envs) of one model replays another's and a
     sweep over seed=0,1,2 trains different models."""
-    return [config.seed + TRAIN_SEED_STRIDE * k for k in range(config.runtime.ppo_seeds)]
+    return [config.seed + TRAIN_SEED_STRIDE * k for k in range(config.runtime.ppo.seeds)]
 
 
 def train_ppo_seeds(
@@ -150,7 +151,7 @@ def train_ppo_seeds(
 def train_for_run(
     config: RunConfig, make_env: Callable[[], ServingEnv], progress: Callable[[int, str], None] | None = None
 ) -> dict[int, object]:
-    """The PPO models of a stage=runtime run, one per training seed, as its runtime.ppo_* keys say."""
+    """The PPO models of a stage=runtime run, one per training seed, as its runtime.ppo.* keys say."""
     rt = config.runtime
-    return train_ppo_seeds(make_env, rt.ppo_timesteps, train_seeds_of(config), rt.ppo_envs, progress,
-                           hyperparameters(rt), rt.ppo_normalize, selection_seeds(config))  # fmt: skip
+    return train_ppo_seeds(make_env, rt.ppo.timesteps, train_seeds_of(config), rt.ppo.envs, progress,
+                           hyperparameters(rt), rt.ppo.normalize, selection_seeds(config))  # fmt: skip

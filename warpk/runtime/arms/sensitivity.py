@@ -1,6 +1,6 @@
 """How much of M4's result rests on the MODELLED clock curve (issue #15 item 2).
 
-The cap/clock effect is modelled, not measured (warpk.runtime.calibration): `runtime.
+The cap/clock effect is modelled, not measured (warpk.runtime.serving.calibration): `runtime.
 fixed_power_share` is the share of the dynamic power that does not scale with the SM clock. The
 run's trained PPO policy is evaluated again on the held-out seeds with that share at 0, 0.25 and
 0.5, against static max and the static baselines re-tuned on each curve (the best cap on the
@@ -22,12 +22,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from warpk.config import RunConfig
-from warpk.runtime import baselines
-from warpk.runtime.calibration import load_calibration
-from warpk.runtime.env import ServingEnv, calibration_path, reward_weights
-from warpk.runtime.evaluation import evaluate, evaluation_seeds, pm, summarize, tuning_seeds_of, verdict
-from warpk.runtime.frontier import StaticPoint, points
-from warpk.runtime.policies import PPOPolicy
+from warpk.runtime.arms.frontier import StaticPoint, points
+from warpk.runtime.arms.tables import pm
+from warpk.runtime.control import baselines
+from warpk.runtime.control.evaluation import evaluate, evaluation_seeds, summarize, tuning_seeds_of, verdict
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.serving.calibration import load_calibration
+from warpk.runtime.serving.env import ServingEnv, calibration_path, reward_weights
 from warpk.tables import Cell, Table, num, text
 
 SHARES = (0.0, 0.25, 0.5)
@@ -48,7 +49,7 @@ def env_at(config: RunConfig, share: float) -> ServingEnv:
 @dataclass(frozen=True)
 class StaticGrid:
     """The static baselines' settings on one curve, and every grid setting's point there (the
-    evaluation episodes' means, for warpk.runtime.frontier)."""
+    evaluation episodes' means, for warpk.runtime.arms.frontier)."""
 
     oracle: Action
     cap: Action
@@ -66,7 +67,7 @@ def static_actions(config: RunConfig, share: float) -> StaticGrid:
 
 def calm_rule(config: RunConfig) -> tuple[int, Action, float]:
     """The best calm rule's (max_running, slow setting, max_age) on the run's own curve, chosen on
-    the tuning episodes (warpk.runtime.baselines.best_calm_rule)."""
+    the tuning episodes (warpk.runtime.control.baselines.best_calm_rule)."""
     rule = baselines.best_calm_rule(env_at(config, config.runtime.fixed_power_share), tuning_seeds_of(config))
     return rule.max_running, rule.slow, rule.max_age
 
@@ -80,7 +81,7 @@ def start_static_grids(config: RunConfig) -> tuple[ProcessPoolExecutor, dict[flo
 
 
 def sensitivity_rows(config: RunConfig, model, actions: dict[float, StaticGrid]) -> list[dict]:
-    """One row per curve: the best static baseline there, PPO against it (warpk.runtime.evaluation
+    """One row per curve: the best static baseline there, PPO against it (warpk.runtime.control.evaluation
     .verdict), and both policies' energy and attainment."""
     rows = []
     seeds = evaluation_seeds(config)

@@ -36,7 +36,7 @@ import numpy as np
 
 from warpk.config import ClockProfile, HardwareConfig, RunConfig, RuntimeConfig, SlaConfig
 from warpk.paths import from_repo
-from warpk.runtime.calibration import (
+from warpk.runtime.serving.calibration import (
     Calibration,
     CalibrationError,
     CostModel,
@@ -44,7 +44,7 @@ from warpk.runtime.calibration import (
     fit_costs,
     load_calibration,
 )
-from warpk.runtime.workload import Trace, make_trace
+from warpk.runtime.serving.workload import Trace, make_trace
 
 
 def calibration_path(config: RunConfig) -> Path:
@@ -112,8 +112,8 @@ def action_grid(hardware: HardwareConfig, runtime: RuntimeConfig) -> tuple[tuple
     caps, cap = [], hardware.power_cap_max_w
     while cap >= hardware.power_cap_min_w - 1e-9:
         caps.append(float(cap))
-        cap -= runtime.power_cap_step_w
-    return tuple(caps), tuple(hardware.clock_profiles), tuple(sorted(runtime.concurrency_choices))
+        cap -= runtime.actuator.power_cap_step_w
+    return tuple(caps), tuple(hardware.clock_profiles), tuple(sorted(runtime.actuator.concurrency_choices))
 
 
 @dataclass(frozen=True)
@@ -147,16 +147,16 @@ class ServingEnv(gym.Env):
         sla_weight: float = 1.0,
     ):
         max_calibrated = max(p.batch for p in calibration.decode)
-        if max(runtime.concurrency_choices) > max_calibrated:
+        if max(runtime.actuator.concurrency_choices) > max_calibrated:
             raise ValueError(
-                f"runtime.concurrency_choices={runtime.concurrency_choices} goes beyond the largest "
-                f"calibrated decode batch ({max_calibrated}) of {calibration.path}"
+                f"runtime.actuator.concurrency_choices={runtime.actuator.concurrency_choices} goes beyond "
+                f"the largest calibrated decode batch ({max_calibrated}) of {calibration.path}"
             )
         self.runtime, self.sla, self.hardware = runtime, sla, hardware
         self.energy_weight, self.sla_weight = energy_weight, sla_weight
         self.cost = CostModel(
             fit_costs(calibration.prefill, calibration.decode, calibration.idle_power_w),
-            runtime.sm_clock_max_mhz,
+            runtime.actuator.sm_clock_max_mhz,
             runtime.fixed_power_share,
         )
         self.caps_w, self.clocks, self.concurrency = action_grid(hardware, runtime)
@@ -165,7 +165,7 @@ class ServingEnv(gym.Env):
         )
         self.observation_space = gym.spaces.Box(0.0, OBS_MAX, shape=(len(OBS_NAMES),), dtype=np.float32)
         self.period_s = runtime.control_period_s
-        self.expected_requests = runtime.arrival_rate_rps * self.period_s
+        self.expected_requests = runtime.workload.arrival_rate_rps * self.period_s
         self.e_ref_j = self._reference_request_energy()  # of the calibrated model: M4 and M5 share it
         self.trace: Trace | None = None
         self.set_kernel_scale(kernel_scale)
@@ -177,12 +177,12 @@ class ServingEnv(gym.Env):
 
     def _reference_request_energy(self) -> float:
         """Modelled energy of one typical request at max cap and default clock, batch 16 (a scale)."""
-        r, cap = self.runtime, self.caps_w[0]
-        p = r.prompt_tokens_mean
+        w, cap = self.runtime.workload, self.caps_w[0]
+        p = w.prompt_tokens_mean
         _, e_prefill = self.cost.prefill(p, p * p, cap, None)
         batch = 16
-        _, e_step = self.cost.decode_step(batch, batch * (p + r.output_tokens_mean / 2), cap, None)
-        return e_prefill + r.output_tokens_mean * e_step / batch
+        _, e_step = self.cost.decode_step(batch, batch * (p + w.output_tokens_mean / 2), cap, None)
+        return e_prefill + w.output_tokens_mean * e_step / batch
 
     def setting(self, action) -> Setting:
         a = np.asarray(action, dtype=np.int64)
@@ -191,7 +191,9 @@ class ServingEnv(gym.Env):
     # --- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self.trace = make_trace(self.runtime, self.np_random, self.runtime.episode_steps * self.period_s)
+        rt = self.runtime
+        duration_s = rt.episode_steps * self.period_s
+        self.trace = make_trace(rt.workload, self.np_random, duration_s, rt.max_prefill_tokens)
         n = len(self.trace.arrival_s)
         self.first_token_s = np.full(n, np.nan)
         self.finish_s = np.full(n, np.nan)
@@ -200,7 +202,7 @@ class ServingEnv(gym.Env):
         self.context = np.zeros(0, dtype=np.int64)
         self.t, self.step_index, self.arrived, self.admitted = 0.0, 0, 0, 0
         self.energy_j = 0.0
-        self.rate_estimate = self.runtime.arrival_rate_rps
+        self.rate_estimate = self.runtime.workload.arrival_rate_rps
         self.recent: list[np.ndarray] = []
         self.last_action = np.zeros(3, dtype=np.int64)
         self.counted_late = np.zeros(n, dtype=bool)
@@ -337,7 +339,7 @@ class ServingEnv(gym.Env):
         obs = [
             waiting / max_c,
             len(self.run_idx) / max_c,
-            self.rate_estimate / self.runtime.arrival_rate_rps,
+            self.rate_estimate / self.runtime.workload.arrival_rate_rps,
             ttft / self.sla.ttft_p95_s,
             e2e / self.sla.e2e_p95_s,
             oldest / self.sla.ttft_p95_s,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from warpk.config import RuntimeConfig
+from warpk.config import WorkloadConfig
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Trace:
     output_tokens: np.ndarray  # int64, >= 1
 
 
-def _rate_segments(cfg: RuntimeConfig, rng: np.random.Generator, duration_s: float) -> list[tuple]:
+def _rate_segments(cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float) -> list[tuple]:
     """(start_s, end_s, rate_rps) pieces covering [0, duration_s)."""
     if cfg.arrival_process == "poisson" or cfg.burst_fraction == 0.0:
         return [(0.0, duration_s, cfg.arrival_rate_rps)]
@@ -48,15 +48,18 @@ def _lognormal_tokens(rng: np.random.Generator, mean: float, sigma: float, n: in
     return np.clip(np.rint(rng.lognormal(mu, sigma, n)), 1, hi).astype(np.int64)
 
 
-def make_trace(cfg: RuntimeConfig, rng: np.random.Generator, duration_s: float) -> Trace:
-    """Draw the requests arriving in [0, duration_s)."""
+def make_trace(
+    cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float, max_prefill_tokens: int
+) -> Trace:
+    """Draw the requests arriving in [0, duration_s); a prompt is at most `max_prefill_tokens` (the
+    server's prefill budget, runtime.max_prefill_tokens) as well as cfg.max_prompt_tokens."""
     times = []
     for start, end, rate in _rate_segments(cfg, rng, duration_s):
         count = rng.poisson(rate * (end - start))
         times.append(rng.uniform(start, end, count))
     arrival = np.sort(np.concatenate(times)) if times else np.zeros(0)
     n = len(arrival)
-    max_prompt = min(cfg.max_prompt_tokens, cfg.max_prefill_tokens)
+    max_prompt = min(cfg.max_prompt_tokens, max_prefill_tokens)
     prompt = _lognormal_tokens(rng, cfg.prompt_tokens_mean, cfg.prompt_tokens_sigma, n, max_prompt)
     output = _lognormal_tokens(rng, cfg.output_tokens_mean, cfg.output_tokens_sigma, n, cfg.max_output_tokens)
     return Trace(arrival, prompt, output)

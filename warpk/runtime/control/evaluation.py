@@ -8,7 +8,7 @@ SLA attainment: the share of an episode's requests whose TTFT and E2E are both w
 limits (`ttft_p95_s`, `e2e_p95_s`); `sla_met` (p95 of both within the limits) is what the static
 searches require on every seed.
 
-Non-goals: no training here; no plotting.
+Non-goals: no training here; no tables or plotting (warpk.runtime.arms.tables).
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from typing import Protocol
 import numpy as np
 
 from warpk.config import RunConfig
-from warpk.runtime.env import EpisodeResult, ServingEnv
-from warpk.runtime.seeds import episode_seeds
+from warpk.runtime.control.seeds import episode_seeds
+from warpk.runtime.serving.env import EpisodeResult, ServingEnv
 from warpk.stats import t_interval
-from warpk.tables import Cell, Table, num, text
 
 METRICS = ("energy_per_request_j", "ttft_p95_s", "e2e_p95_s", "sla_attainment", "throughput_rps")
 
@@ -37,19 +36,20 @@ class Policy(Protocol):
 
 
 def evaluation_seeds(config: RunConfig) -> list[int]:
-    """The episodes every policy is evaluated on (warpk.runtime.seeds): the runtime.eval_seeds
-    held-out ones, never trained, tuned or selected on; with runtime.evaluate_on=tuning the
-    tuning ones instead (a sweep of PPO's hyper-parameters picks on those, so the held-out
-    episodes stay unseen until the claim); with =validation the old held-out set."""
-    if config.runtime.evaluate_on == "tuning":
+    """The episodes every policy is evaluated on (warpk.runtime.control.seeds): the
+    runtime.selection.eval_seeds held-out ones, never trained, tuned or selected on; with
+    runtime.selection.evaluate_on=tuning the tuning ones instead (a sweep of PPO's hyper-parameters
+    picks on those, so the held-out episodes stay unseen until the claim); with =validation the
+    old held-out set."""
+    if config.runtime.selection.evaluate_on == "tuning":
         return tuning_seeds_of(config)
-    family = "validation" if config.runtime.evaluate_on == "validation" else "heldout"
-    return episode_seeds(family, config.seed, config.runtime.eval_seeds)
+    family = "validation" if config.runtime.selection.evaluate_on == "validation" else "heldout"
+    return episode_seeds(family, config.seed, config.runtime.selection.eval_seeds)
 
 
 def tuning_seeds_of(config: RunConfig) -> list[int]:
-    """The runtime.tuning_seeds episodes the baselines' sweeps may look at."""
-    return episode_seeds("tuning", config.seed, config.runtime.tuning_seeds)
+    """The runtime.selection.tuning_seeds episodes the baselines' sweeps may look at."""
+    return episode_seeds("tuning", config.seed, config.runtime.selection.tuning_seeds)
 
 
 def run_episode(env: ServingEnv, policy: Policy, seed: int, on_step=None) -> EpisodeResult:
@@ -109,52 +109,6 @@ def summarize(policy: str, setting: str, results: list[EpisodeResult]) -> Policy
     return PolicySummary(
         policy, setting, len(results), **values, sla_met_seeds=sum(r.sla_met for r in results)
     )
-
-
-def plus_minus(mean: float, half: float, spec: str) -> str:
-    """`mean ± half` in `spec` (the half without a sign); the mean alone when half is nan."""
-    return format(mean, spec) + ("" if math.isnan(half) else " ± " + format(half, spec.lstrip("+")))
-
-
-HEADERS = ["policy", "setting", "J/request", "TTFT p95 s", "E2E p95 s", "SLA attainment", "req/s", "SLA met"]
-
-
-def pm(mean: float, half: float, spec: str) -> Cell:
-    """A `mean ± half` cell whose value is the mean."""
-    return Cell(plus_minus(mean, half, spec), None if math.isnan(mean) else float(mean))
-
-
-def _row(s: PolicySummary) -> tuple[Cell, ...]:
-    return (
-        text(s.policy),
-        text(s.setting),
-        pm(s.energy_per_request_j, s.energy_per_request_j_ci95, ".1f"),
-        pm(s.ttft_p95_s, s.ttft_p95_s_ci95, ".2f"),
-        pm(s.e2e_p95_s, s.e2e_p95_s_ci95, ".1f"),
-        pm(s.sla_attainment, s.sla_attainment_ci95, ".3f"),
-        pm(s.throughput_rps, s.throughput_rps_ci95, ".2f"),
-        Cell(f"{s.sla_met_seeds}/{s.n_seeds}", float(s.sla_met_seeds)),
-    )
-
-
-def caption(sla_name: str, ttft_s: float, e2e_s: float, calibration: str, split: str = "heldout") -> str:
-    episodes = {
-        "heldout": "held-out seeds",
-        "tuning": "TUNING seeds (runtime.evaluate_on=tuning: for choosing hyper-parameters, not a result)",
-        "validation": "VALIDATION seeds (runtime.evaluate_on=validation: the held-out set until 2026-12-05, "
-                      "looked at by three claims; reproduces old figures, not a new result)",
-    }[split]
-    return (
-        f"sla={sla_name} (TTFT p95 <= {ttft_s:g} s, E2E p95 <= {e2e_s:g} s); mean ± 95% t-interval over "
-        f"{episodes}. SIMULATED: measured cost fit ({calibration}) with MODELLED power-cap/clock effects."
-    )
-
-
-def policy_table(summaries: list[PolicySummary], title: str, note: str) -> Table:
-    table = Table("runtime_policies", title, HEADERS, notes=[note])
-    for s in summaries:
-        table.add(*_row(s))
-    return table
 
 
 STATICS = ("static max", "best static cap", "oracle static")
@@ -229,30 +183,3 @@ def across_train_seeds(verdicts: dict[int, dict]) -> dict:
     out["goal_met_seeds"] = sum(bool(v["ppo_goal_met"]) for v in verdicts.values())
     out["goal_met_all_seeds"] = out["goal_met_seeds"] == len(verdicts)
     return out
-
-
-def train_seeds_table(verdicts: dict[int, dict], overall: dict, n_eval: int, title: str) -> Table:
-    """One row per training seed and one over them (the saving and attainment of the means)."""
-    table = Table("runtime_train_seeds", title, [
-        "PPO training seed", "best static", "saving (means)", "paired saving", "attainment PPO - static",
-        "PPO met SLA", "goal"])  # fmt: skip
-    for seed, v in verdicts.items():
-        table.add(
-            text(str(seed)),
-            text(v["best_static_policy"]),
-            num(v["ppo_energy_saving_vs_best_static"], (), ".1%"),
-            pm(v["ppo_paired_saving_mean"], v["ppo_paired_saving_ci95"], ".1%"),
-            num(v["ppo_sla_attainment_minus_best_static"], (), "+.3f"),
-            Cell(f"{v['ppo_sla_met_seeds']}/{n_eval}", float(v["ppo_sla_met_seeds"])),
-            text("met" if v["ppo_goal_met"] else "not met"),
-        )
-    table.add(
-        text(f"over {overall['train_seeds']} (mean ± 95% t)"),
-        text(""),
-        pm(overall["saving_mean"], overall["saving_ci95"], ".1%"),
-        text(""),
-        pm(overall["attainment_diff_mean"], overall["attainment_diff_ci95"], "+.3f"),
-        text(""),
-        text(f"met on {overall['goal_met_seeds']}/{overall['train_seeds']}"),
-    )
-    return table

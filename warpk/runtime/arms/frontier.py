@@ -9,10 +9,10 @@ against it at its own attainment: the cheapest static setting reaching that atta
 policy's energy as a share of that setting's (below 1: cheaper than any static setting that
 attains as much; None: no static setting attains as much).
 
-Every figure is SIMULATED (warpk.runtime.env). `frontier_table` is the table under the run's
+Every figure is SIMULATED (warpk.runtime.serving.env). `frontier_table` is the table under the run's
 main table, `frontier_figure` the figure (runtime_frontier.png in the run dir).
 
-Non-goals: no policy is trained or chosen here; the verdict stays warpk.runtime.evaluation's.
+Non-goals: no policy is trained or chosen here; the verdict stays warpk.runtime.control.evaluation's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from warpk.runtime.env import EpisodeResult
+from warpk.runtime.serving.env import EpisodeResult
 from warpk.tables import Cell, Table, num, text
 
 Action = tuple[int, int, int]

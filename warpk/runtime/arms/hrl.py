@@ -39,7 +39,7 @@ from pathlib import Path
 
 from warpk.config import HardwareConfig, RuntimeConfig
 from warpk.records import EvalRecord, faster, geometric_mean
-from warpk.runtime.calibration import PhaseScale
+from warpk.runtime.serving.calibration import PhaseScale
 
 OP_CLASSES = ("matmul", "attention", "norm", "activation")
 MEASURED_ENERGY = ("nvml", "sampler")
@@ -79,7 +79,7 @@ def op_class(task_id: str) -> str | None:
     return TASK_CLASS.get(task_id.rsplit("/", 1)[-1])
 
 
-# Qwen2.5-7B architecture (its config.json): the calibrated model of warpk/runtime/data/.
+# Qwen2.5-7B architecture (its config.json): the calibrated model of warpk/runtime/serving/data/.
 QWEN25_7B = dict(layers=28, hidden=3584, intermediate=18944, heads=28, kv_heads=4, head_dim=128, vocab=152064)
 BYTES = 2  # bf16
 
@@ -129,9 +129,9 @@ def _shares(times: dict) -> dict[str, float]:
 
 def phase_shares(runtime: RuntimeConfig, hw: HardwareConfig) -> dict[str, dict[str, float]]:
     """MODELLED share of each op class in the step time of each phase ({'prefill': {...}, 'decode': ...})."""
-    prompt = int(round(runtime.prompt_tokens_mean))
-    batch = sorted(runtime.concurrency_choices)[len(runtime.concurrency_choices) // 2]
-    context = runtime.prompt_tokens_mean + runtime.output_tokens_mean / 2
+    prompt = int(round(runtime.workload.prompt_tokens_mean))
+    batch = sorted(runtime.actuator.concurrency_choices)[len(runtime.actuator.concurrency_choices) // 2]
+    context = runtime.workload.prompt_tokens_mean + runtime.workload.output_tokens_mean / 2
     return {
         "prefill": _shares(step_times_s(prompt, 1, 0.0, True, hw)),
         "decode": _shares(step_times_s(batch, batch, context, False, hw)),

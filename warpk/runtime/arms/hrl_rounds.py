@@ -1,7 +1,7 @@
 """M5's rounds (docs/runtime.md section 8): `alternate` runs them, from the parts here: the kernel
 policy's GRPO round, the kernels a records file adds, and a PPO round that continues a model.
 
-Non-goals: no reporting (warpk.runtime.hrl_results); no cost-model arithmetic (warpk.runtime.hrl).
+Non-goals: no reporting (warpk.runtime.arms.hrl_results); no cost-model arithmetic (warpk.runtime.arms.hrl).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from warpk.config import ConfigError, RunConfig
 from warpk.paths import from_repo
 from warpk.records import EvalRecord, read_records
-from warpk.runtime import hrl
-from warpk.runtime.calibration import PhaseScale
+from warpk.runtime.arms import hrl
+from warpk.runtime.serving.calibration import PhaseScale
 
 
 def learn(model, timesteps: int, seed: int) -> None:
@@ -42,7 +42,7 @@ def grpo_round(config: RunConfig, run_dir: Path, r: int, log) -> list[EvalRecord
 
     rt = config.runtime
     cfg = dataclasses.replace(
-        config, train=dataclasses.replace(config.train, max_steps=r * rt.hrl_grpo_steps, heldout_eval=False)
+        config, train=dataclasses.replace(config.train, max_steps=r * rt.hrl.grpo_steps, heldout_eval=False)
     )
     out = run_dir / "grpo"
     trainer, summary = run_grpo(cfg, out, log)
@@ -66,31 +66,31 @@ def grpo_round(config: RunConfig, run_dir: Path, r: int, log) -> list[EvalRecord
 
 
 def file_records(config: RunConfig) -> tuple[list[EvalRecord], list[str]]:
-    """runtime.kernel_records: measured records on the served GPU; ConfigError if it has none."""
+    """runtime.hrl.kernel_records: measured records on the served GPU; ConfigError if it has none."""
     rt = config.runtime
-    if not rt.kernel_records:
+    if not rt.hrl.kernel_records:
         return [], []
-    path = from_repo(rt.kernel_records)
+    path = from_repo(rt.hrl.kernel_records)
     if not path.is_file():
-        raise ConfigError(f"runtime.kernel_records={rt.kernel_records}: no such file")
+        raise ConfigError(f"runtime.hrl.kernel_records={rt.hrl.kernel_records}: no such file")
     try:
         records = read_records(path)
     except ValueError as err:
-        raise ConfigError(f"runtime.kernel_records: {err}") from err
+        raise ConfigError(f"runtime.hrl.kernel_records: {err}") from err
     keep, notes = hrl.usable(records, rt.served.name)
     if not keep:
         found = sorted({str(r.hardware) for r in records}) or ["nothing"]
         raise ConfigError(
-            f"runtime.kernel_records={rt.kernel_records} holds records of {', '.join(found)}, "
+            f"runtime.hrl.kernel_records={rt.hrl.kernel_records} holds records of {', '.join(found)}, "
             f"none measured on the served GPU hardware@runtime.served={rt.served.name}: refused"
         )
     return keep, notes
 
 
 def alternate(config: RunConfig, run_dir: Path, arms, shares, sources: dict, notes: list, log, update, say):
-    """M5's rounds: each round (GRPO where runtime.hrl_grpo) adds the policy's correct kernels on
+    """M5's rounds: each round (GRPO where runtime.hrl.grpo) adds the policy's correct kernels on
     the served GPU to `sources`, the deployed kernels rescale M5's env, and M5's and M4's PPO
-    models each continue for runtime.hrl_ppo_timesteps on one seed; then both train jointly on the
+    models each continue for runtime.hrl.ppo_timesteps on one seed; then both train jointly on the
     final cost model. `arms` = (M5's env, M5's model, M4's model); `update(done, text)` reports
     PPO steps. Returns (the kernels deployed, their cost scale, the policy's correct kernels)."""
     rt = config.runtime
@@ -98,9 +98,9 @@ def alternate(config: RunConfig, run_dir: Path, arms, shares, sources: dict, not
     policy_ok, scale = 0, PhaseScale()
     kernels = hrl.choose_kernels(sources)
     done = 0
-    for r in range(1, rt.hrl_rounds + 1):
-        if rt.hrl_grpo:
-            update(done, f"round {r}: GRPO ({rt.hrl_grpo_steps} steps) and sampling")
+    for r in range(1, rt.hrl.rounds + 1):
+        if rt.hrl.grpo:
+            update(done, f"round {r}: GRPO ({rt.hrl.grpo_steps} steps) and sampling")
             records = grpo_round(config, run_dir, r, log)
             policy_ok += sum(x.status == "ok" for x in records)
             on_gpu, left_out = hrl.usable(records, rt.served.name)
@@ -113,12 +113,12 @@ def alternate(config: RunConfig, run_dir: Path, arms, shares, sources: dict, not
         m5_env.set_kernel_scale(scale)
         log({f"hrl/round{r}/{k}": v for k, v in hrl.scale_dict(scale).items()})
         for model in (m5_model, m4_model):
-            update(done, f"round {r}: PPO {rt.hrl_ppo_timesteps} steps")
-            learn(model, rt.hrl_ppo_timesteps, config.seed + 1000 * r)
-            done += rt.hrl_ppo_timesteps
+            update(done, f"round {r}: PPO {rt.hrl.ppo_timesteps} steps")
+            learn(model, rt.hrl.ppo_timesteps, config.seed + 1000 * r)
+            done += rt.hrl.ppo_timesteps
     for model in (m5_model, m4_model):
-        update(done, f"joint: PPO {rt.hrl_joint_timesteps} steps on the final cost model")
-        learn(model, rt.hrl_joint_timesteps, config.seed + 999)
-        done += rt.hrl_joint_timesteps
+        update(done, f"joint: PPO {rt.hrl.joint_timesteps} steps on the final cost model")
+        learn(model, rt.hrl.joint_timesteps, config.seed + 999)
+        done += rt.hrl.joint_timesteps
     update(done)
     return kernels, scale, policy_ok

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warpk.runtime.env import OBS_NAMES, EpisodeResult, ServingEnv
-from warpk.runtime.evaluation import evaluate
+from warpk.runtime.control.evaluation import evaluate
+from warpk.runtime.serving.env import OBS_NAMES, EpisodeResult, ServingEnv
 
 
 @dataclass
@@ -153,7 +153,7 @@ class SloSlackController:
     def reset(self, env: ServingEnv) -> None:
         self.env = env
         # clock ladder from fastest to slowest (None = default boost clock = fastest)
-        f_max = env.runtime.sm_clock_max_mhz
+        f_max = env.runtime.actuator.sm_clock_max_mhz
         self.ladder = sorted(range(len(env.clocks)), key=lambda i: -(env.clocks[i].sm_clock_mhz or f_max))
         self.rung, self.conc = 0, len(env.concurrency) - 1
 

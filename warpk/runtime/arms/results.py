@@ -9,9 +9,9 @@
 - `frontier_section`: every policy against the frontier of all static settings (table, keys and
   runtime_frontier.png).
 
-Every figure is SIMULATED (warpk.runtime.env); the captions say so.
+Every figure is SIMULATED (warpk.runtime.serving.env); the captions say so.
 
-Non-goals: no training (warpk.runtime.ppo); no printing (the stage prints).
+Non-goals: no training (warpk.runtime.control.ppo); no printing (the stage prints).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from warpk.config import RunConfig
-from warpk.runtime.env import EpisodeResult, ServingEnv
-from warpk.runtime.evaluation import (
+from warpk.runtime.arms.frontier import StaticPoint, frontier_figure, frontier_table, pareto, standing
+from warpk.runtime.arms.sensitivity import sensitivity_rows, sensitivity_table
+from warpk.runtime.arms.tables import train_seeds_table
+from warpk.runtime.control.evaluation import (
     GOAL_RULES,
     METRICS,
     PolicySummary,
@@ -32,12 +34,10 @@ from warpk.runtime.evaluation import (
     evaluate,
     summarize,
     train_seed_name,
-    train_seeds_table,
     verdict,
 )
-from warpk.runtime.frontier import StaticPoint, frontier_figure, frontier_table, pareto, standing
-from warpk.runtime.policies import PPOPolicy
-from warpk.runtime.sensitivity import sensitivity_rows, sensitivity_table
+from warpk.runtime.control.policies import PPOPolicy
+from warpk.runtime.serving.env import EpisodeResult, ServingEnv
 from warpk.tables import Table
 
 Section = tuple[Table, dict]  # (the table, its summary keys)
@@ -99,15 +99,16 @@ def run_summary(summaries: list[PolicySummary], per_seed: dict, fit_error, train
 
 
 def verdict_line(out: dict, n_eval: int, tuning: bool | str) -> str:
-    """`tuning`: True or the split (runtime.evaluate_on) when the episodes are not held-out."""
+    """`tuning`: True or the split (runtime.selection.evaluate_on) when the episodes are not held-out."""
     saving, attainment = out["ppo_energy_saving_vs_best_static"], out["ppo_sla_attainment_minus_best_static"]
     return (
         f"PPO vs best static ({out['best_static_policy']}): energy saving {saving:.1%} (per seed, paired: "
         f"{out['ppo_paired_saving_mean']:.1%} ± {out['ppo_paired_saving_ci95']:.1%}), SLA attainment "
         f"{attainment:+.3f}, PPO met the SLA on {out['ppo_sla_met_seeds']}/{n_eval} seeds -> goal "
         f"({GOAL_RULES[out.get('goal_rule', 'feasible')]}) " + ("MET" if out["ppo_goal_met"] else "NOT met")
-        + {"tuning": " on the TUNING episodes (runtime.evaluate_on=tuning): not a result",
-           "validation": " on the VALIDATION episodes (runtime.evaluate_on=validation): not a new result",
+        + {"tuning": " on the TUNING episodes (runtime.selection.evaluate_on=tuning): not a result",
+           "validation": " on the VALIDATION episodes (runtime.selection.evaluate_on=validation): "
+                         "not a new result",
            }.get(tuning if isinstance(tuning, str) else ("tuning" if tuning else ""), "")
     )
 

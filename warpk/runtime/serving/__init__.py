@@ -1,0 +1,6 @@
+"""The serving simulator: measured cost fit (calibration), request traces (workload), the
+gymnasium env (env) and where a setting goes (actuators). Imports nothing of
+warpk.runtime.control or warpk.runtime.arms (tests/unit/test_layers.py).
+
+Non-goals: no policy, no training, no evaluation of policies (warpk.runtime.control).
+"""
