@@ -29,7 +29,7 @@ def fake_worker(sock, on_go):
     """Answers Stage with ok and Go with on_go(msg, inputs) -> Ran, in this process."""
     while True:
         try:
-            msg, fd = wire.recv(sock, (wire.Stage, wire.Go, wire.Quit))
+            msg, fd = wire.recv(sock, (wire.Stage, wire.Go, wire.Quit), keep_fd=(wire.Go,))
         except wire.ProtocolError:
             return
         if isinstance(msg, wire.Quit):

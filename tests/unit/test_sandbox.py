@@ -527,7 +527,7 @@ def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_
     once = lane_module.Lane._measure_once
     monkeypatch.setattr(lane_module.Lane, "_measure_once", lambda *a: attempts.append(1) or once(*a))
     saved = limit_file.read_text().strip()
-    hog = _forward("import mmap\nm = mmap.mmap(-1, 2 << 30)\nfor i in range(0, 2 << 30, 4096):\n    m[i] = 1")
+    hog = _forward("global HOG\nHOG = b'x' * (2 << 30)")  # written at once: no page-by-page crawl
     done = threading.Event()
 
     def hold_low():  # the trusted worker sets the budget when it starts: set it low again after
@@ -537,7 +537,7 @@ def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_
     holder = threading.Thread(target=hold_low)
     holder.start()
     try:
-        record = _measure(hog, fresh=True, memory_limit_gb=3.0)
+        record = _measure(hog, fresh=True, memory_limit_gb=3.0, run_timeout_s=60.0)  # reclaim is slow
     finally:
         done.set()
         holder.join()
