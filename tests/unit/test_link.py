@@ -98,3 +98,39 @@ def test_reading_an_address_the_worker_does_not_hold_is_a_protocol_error():
     out = torch.empty(4)
     with pytest.raises(wire.ProtocolError, match="cannot be read"):
         read_into(os.getpid(), 8, 16, out.data_ptr())  # page 0 is never mapped
+
+
+def test_an_fd_sent_with_an_answer_is_closed_when_the_worker_cannot_be_frozen():
+    """Red team round 17: a worker that makes the freeze fail (a child stuck in D state under
+    the SIGSTOP freezer) sent its Ran with a memfd; the trusted worker, reused for the next
+    candidates, kept it for the rest of the run, its pages charged to the sandboxes' budget."""
+    from warpk.evaluator.freeze import FreezeError
+
+    class Unfreezable:
+        def freeze(self):
+            raise FreezeError("a thread that never stops")
+
+        def thaw(self):
+            pass
+
+    ours, theirs = socket.socketpair()
+
+    def worker():
+        msg, fd = wire.recv(theirs, (wire.Stage,))
+        wire.send(theirs, wire.Reply("ok"))
+        msg, fd = wire.recv(theirs, (wire.Go,), keep_fd=(wire.Go,))
+        gift = os.memfd_create("warpk-link-gift")
+        os.ftruncate(gift, 1 << 20)
+        wire.send(theirs, wire.Ran("ok", None, msg.nonce, [[]], []), gift)
+        os.close(gift)
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    link = Link(torch, Device(torch, "cpu"), Settings(), ours, still=Unfreezable(), pid=os.getpid())
+    link.out_bytes, link.out_count = 4 * 8, 1
+    with pytest.raises(FreezeError):
+        link.go([[torch.zeros(8)]], 10.0)
+    thread.join(5)
+    held = [os.readlink(f"/proc/self/fd/{n}") for n in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{n}")]
+    assert not [link for link in held if "warpk-link-gift" in link]

@@ -83,6 +83,12 @@ def _how(code: int, via_bwrap: bool) -> str:
         return f"killed by signal {signum}"
 
 
+def _killed(worker: UntrustedProcess) -> bool:
+    """Whether the worker itself ended by SIGKILL (the OOM killer's signal), not by its own exit."""
+    code = worker.proc.returncode
+    return code == -signal.SIGKILL or worker.mode == "bwrap" and code == 128 + signal.SIGKILL
+
+
 def _death(worker: UntrustedProcess) -> str:
     """How the untrusted worker ended, for a crash's reason: its exit code or signal, last line."""
     code = worker.proc.returncode
@@ -108,8 +114,10 @@ class TrustedProcess:
         self.sock: socket.socket | None = None
         self.home: Path | None = None
         self.output: OutputTail | None = None
+        self.busy = False  # a request sent, its answer not read: closing cannot wait for an exit
 
     def start(self) -> None:
+        self.busy = False
         self.home = Path(tempfile.mkdtemp(prefix="warpk-trusted-"))
         self.sock, child = socket.socketpair()
         _send_timeout(self.sock, REQUEST_TIMEOUT_S)
@@ -150,7 +158,7 @@ class TrustedProcess:
             self.sock = None
         if self.proc is not None:
             try:
-                self.proc.wait(timeout=QUIT_WAIT_S)
+                self.proc.wait(timeout=0 if self.busy else QUIT_WAIT_S)  # busy: it would finish first
             except subprocess.TimeoutExpired:
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
@@ -215,8 +223,8 @@ class Lane:
 
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
         """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate.
-        A candidate the kernel killed for the budget over all sandboxes (others' memory, not its
-        own: red team round 16) is measured once more before its crash counts."""
+        A candidate the kernel killed for the budget over all sandboxes (SIGKILL, others' memory,
+        not its own limit: red team round 16) is measured once more before its crash counts."""
         outcome, budget_killed = self._measure_once(request, build_dir, backstop_s)
         if budget_killed:
             outcome, _ = self._measure_once(request, build_dir, backstop_s)
@@ -240,6 +248,7 @@ class Lane:
                                           candidate_pid=worker.proc.pid,
                                           spare_pid=self.spare.proc.pid if self.spare else None)
             try:
+                self.trusted.busy = True
                 wire.send(self.trusted.sock, request, worker.sock.fileno())
             except (OSError, wire.ProtocolError) as err:
                 why = f"the trusted worker did not take the request ({type(err).__name__}: {err})"
@@ -256,7 +265,7 @@ class Lane:
                     worker.proc.wait(timeout=2)  # it is dying: say how
                     why = f"{measurement.error}{_death(worker)}"
                     measurement = dataclasses.replace(measurement, error=why)
-                    budget_killed = worker.group.oom_cause() == "budget"
+                    budget_killed = _killed(worker) and worker.group.oom_cause() == "budget"
                 except subprocess.TimeoutExpired:
                     pass
         finally:
@@ -282,6 +291,7 @@ class Lane:
             if answer_ready.poll(POLL_S * 1000):  # an answer, or the trusted worker is gone
                 try:
                     answer, _ = wire.recv(self.trusted.sock, wire.TRUSTED_REPLIES, ANSWER_TIMEOUT_S)
+                    self.trusted.busy = False
                 except wire.ProtocolError as err:
                     try:
                         code = self.trusted.proc.wait(timeout=2)

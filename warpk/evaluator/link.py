@@ -190,16 +190,19 @@ class Link:
         wire.send(self.sock, wire.Go(encoded, nonce, **flags), fd)
         ran, out_fd = self.answer(limit_s, (wire.Ran,))
         self.go_watch.lap(f"{self.phase}: answer")
-        self.still.freeze()  # nothing of it runs while its outputs are copied and checked
-        self.go_watch.lap(f"{self.phase}: freeze")
-        self.spans.append((since, time.monotonic()))
-        if ran.nonce != nonce or len(ran.outputs) != len(encoded) and not flags.get("repeat"):
-            if out_fd is not None:
-                os.close(out_fd)
+        try:  # the fd is ours to close until outputs_of takes it (a failed freeze: red team round 17)
+            self.still.freeze()  # nothing of it runs while its outputs are copied and checked
+            self.go_watch.lap(f"{self.phase}: freeze")
+            self.spans.append((since, time.monotonic()))
             if ran.nonce != nonce:
                 raise wire.ProtocolError("an answer that does not echo its Go's nonce")
-            raise Verdict("incorrect", f"{len(encoded)} calls were run but {len(ran.outputs)} "
-                          "outputs came back")
+            if len(ran.outputs) != len(encoded) and not flags.get("repeat"):
+                raise Verdict("incorrect", f"{len(encoded)} calls were run but {len(ran.outputs)} "
+                              "outputs came back")
+        except BaseException:
+            if out_fd is not None:
+                os.close(out_fd)
+            raise
         outs, ins = self.outputs_of(ran, out_fd)
         wall_ms = (time.perf_counter() - start) * 1e3
         self.go_watch.lap(f"{self.phase}: read back")
