@@ -112,3 +112,43 @@ def slurm_cluster():
 def _slurm_marked_tests_need_a_cluster(request):
     if request.node.get_closest_marker("slurm"):
         request.getfixturevalue("slurm_cluster")
+
+
+@pytest.fixture
+def private_budget(monkeypatch):
+    """`set(limit_bytes)`: the sandboxes this test process makes from now on lie below a memory
+    group of their own with that limit, standing in for the shared `warpk` budget group (which
+    other tests' live workers also use, so it cannot be lowered below their usage). Skips where
+    there is no memory cgroup."""
+    from warpk.evaluator import resources
+
+    method, bases = resources.placement()
+    if method == "none" or "memory" not in bases:
+        pytest.skip("no memory cgroup here")
+    made = []
+
+    def set_budget(limit_bytes: int) -> None:
+        group = bases["memory"] / f"test-budget-{os.getpid()}-{len(made)}"
+        group.mkdir()
+        made.append(group)
+        if method == "cgroup2":
+            (group / "memory.max").write_text(str(limit_bytes))
+            controllers = (bases["memory"] / "cgroup.subtree_control").read_text().split()
+            (group / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in controllers))
+            monkeypatch.setattr(resources, "placement", lambda: (method, {c: group for c in bases}))
+        else:
+            (group / "memory.limit_in_bytes").write_text(str(limit_bytes))
+            monkeypatch.setattr(resources, "placement", lambda: (method, {**bases, "memory": group}))
+
+    yield set_budget
+    monkeypatch.undo()
+    for group in made:
+        for child in group.glob("sandbox-*"):
+            try:
+                child.rmdir()
+            except OSError:
+                pass
+        try:
+            group.rmdir()
+        except OSError:
+            pass

@@ -54,13 +54,10 @@ def test_a_worker_under_its_limit_runs_and_is_not_called_oom_killed():
 
 
 @needs_cgroups
-def test_a_kill_for_the_budget_over_all_sandboxes_is_told_from_one_over_its_own_limit():
+def test_a_kill_for_the_budget_over_all_sandboxes_is_told_from_one_over_its_own_limit(private_budget):
     """Red team round 16: memory other sandboxes held filled the budget group every sandbox lies
-    below, and an honest candidate killed for it was told it went over its own limit. The
-    budget's limit is lowered for a moment here (to 384 MiB) under a group allowed 1 GiB."""
-    base = BASES["memory"]
-    limit_file = base / ("memory.max" if METHOD == "cgroup2" else "memory.limit_in_bytes")
-    saved = limit_file.read_text().strip()
+    below, and an honest candidate killed for it was told it went over its own limit. Here a
+    group allowed 1 GiB lies below a budget of 384 MiB."""
     hoard = """
         import os
         f = os.fdopen(os.memfd_create("hoard"), "wb")
@@ -68,14 +65,16 @@ def test_a_kill_for_the_budget_over_all_sandboxes_is_told_from_one_over_its_own_
             f.write(b"x" * (16 << 20)); f.flush()
         print("kept 640 MiB")
     """
-    own, budget = ResourceGroup(256 << 20), ResourceGroup(1 << 30)
+    own = ResourceGroup(256 << 20)
     try:
         assert _run(own, hoard).returncode == -9 and own.oom_cause() == "own"
-        limit_file.write_text(str(384 << 20))
+    finally:
+        own.close()
+    private_budget(384 << 20)
+    budget = ResourceGroup(1 << 30)
+    try:
         assert _run(budget, hoard).returncode == -9 and budget.oom_cause() == "budget"
     finally:
-        limit_file.write_text(saved)
-        own.close()
         budget.close()
     assert ResourceGroup(0).oom_cause() is None
 

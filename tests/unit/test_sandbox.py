@@ -12,7 +12,6 @@ import os
 import secrets
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -510,37 +509,20 @@ def test_too_big_on_the_cpu_is_decided_from_the_hosts_total_not_the_moments_free
 
 
 @needs_bwrap
-def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_and_told_why(monkeypatch):
+def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_and_told_why(
+        monkeypatch, private_budget):
     """Red team round 16: other sandboxes' memory filled the budget group every sandbox lies below
     and honest candidates were `crashed`, "over its memory limit". A kill for the budget (not the
-    candidate's own limit) is measured once more, and if it comes again the reason says whose
-    memory it was. Here the budget is lowered for a moment to 1.5 GiB and the candidate takes
-    2 GiB of its own 3 GB (+1 GiB headroom)."""
+    candidate's own limit) before any timed batch is measured once more, and if it comes again
+    the reason says whose memory it was. Here the candidate (and the spare) lie below a budget
+    of 1.5 GiB and the candidate takes 2 GiB of its own 3 GB (+1 GiB headroom)."""
     from warpk.evaluator import lane as lane_module
-    from warpk.evaluator.resources import placement
 
-    method, bases = placement()
-    if method == "none" or "memory" not in bases:
-        pytest.skip("no memory cgroup here")
-    limit_file = bases["memory"] / ("memory.max" if method == "cgroup2" else "memory.limit_in_bytes")
     attempts = []
     once = lane_module.Lane._measure_once
     monkeypatch.setattr(lane_module.Lane, "_measure_once", lambda *a: attempts.append(1) or once(*a))
-    saved = limit_file.read_text().strip()
+    private_budget(3 << 29)
     hog = _forward("global HOG\nHOG = b'x' * (2 << 30)")  # written at once: no page-by-page crawl
-    done = threading.Event()
-
-    def hold_low():  # the trusted worker sets the budget when it starts: set it low again after
-        while not done.wait(0.05):
-            limit_file.write_text(str(3 << 29))
-
-    holder = threading.Thread(target=hold_low)
-    holder.start()
-    try:
-        record = _measure(hog, fresh=True, memory_limit_gb=3.0, run_timeout_s=60.0)  # reclaim is slow
-    finally:
-        done.set()
-        holder.join()
-        limit_file.write_text(saved)
+    record = _measure(hog, fresh=True, memory_limit_gb=3.0, run_timeout_s=60.0)  # reclaim is slow
     assert record.status == "crashed" and "memory budget for all sandboxes" in record.error, record.error
     assert len(attempts) == 2

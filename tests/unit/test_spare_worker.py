@@ -93,3 +93,36 @@ def test_the_trusted_worker_and_the_next_worker_run_on_cores_no_lane_times_on():
     assert alone.trusted.cores == tuple(sorted(set(os.sched_getaffinity(0)) - {7}))
     no_cpuset = Lane(None, "process", Limits(1.0, 1, False), {}, free_cores=(0,))
     assert no_cpuset.trusted.cores == () and no_cpuset.spare_limits is no_cpuset.limits
+
+
+@needs_bwrap
+def test_a_lane_stopped_at_its_backstop_mid_timing_leaves_the_next_candidate_ok(monkeypatch):
+    """Red team round 18: the trusted worker freezes the spare once correctness is done and only
+    its own clean-up thaws it; a trusted worker killed at the parent's backstop before that handed
+    a frozen spare to the next candidate, whose load then timed out. The first candidate here
+    hangs in its timed calls and the parent's backstop (lowered to 8 s for it alone) stops it."""
+    from warpk.evaluator import lane as lane_module
+
+    monkeypatch.setattr(lane_module, "BACKSTOP_GRACE_S", 0.0)
+    measure, calls = lane_module.Lane.measure, []
+
+    def first_one_short(self, request, build_dir, backstop_s):
+        calls.append(1)
+        return measure(self, request, build_dir, 8.0 if len(calls) == 1 else backstop_s)
+
+    monkeypatch.setattr(lane_module.Lane, "measure", first_one_short)
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
+    hardware = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+    protocol = EvaluateConfig(result_cache=False, timing_batches=3, batch_target_ms=2.0, memory_limit_gb=2.0,
+                              run_timeout_s=30.0, compile_timeout_s=60.0)
+    head = "import time\nimport torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n"
+    hangs = head + ("    calls = 0\n    def forward(self, x):\n        ModelNew.calls += 1\n"
+                    "        if ModelNew.calls > 8:\n            time.sleep(3600)\n"
+                    "        return torch.softmax(x, dim=-1)\n")
+    honest = head + "    def forward(self, x):\n        return torch.softmax(x, dim=-1)\n"
+    task = load_task_file(SOFTMAX)
+    with Evaluator(protocol, hardware) as evaluator:
+        items = [EvalItem(task, hangs, "hangs.py"), EvalItem(task, honest, "ok.py")]
+        records = evaluator.evaluate_many(items)
+    assert [r.status for r in records] == ["timeout", "ok"], [r.error for r in records]
+    assert "backstop" in records[0].error

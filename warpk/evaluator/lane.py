@@ -48,6 +48,7 @@ BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the par
 ANSWER_TIMEOUT_S = 60.0  # the rest of an answer, once its first byte is there
 REQUEST_TIMEOUT_S = 60.0  # an idle trusted worker takes a request at once
 QUIT_WAIT_S = 10.0  # a trusted worker exits this soon after its socket closes
+RETRY_PHASES = ("load", "build", "correctness")  # a budget kill here is measured again
 
 
 @dataclass(frozen=True)
@@ -114,10 +115,8 @@ class TrustedProcess:
         self.sock: socket.socket | None = None
         self.home: Path | None = None
         self.output: OutputTail | None = None
-        self.busy = False  # a request sent, its answer not read: closing cannot wait for an exit
 
     def start(self) -> None:
-        self.busy = False
         self.home = Path(tempfile.mkdtemp(prefix="warpk-trusted-"))
         self.sock, child = socket.socketpair()
         _send_timeout(self.sock, REQUEST_TIMEOUT_S)
@@ -158,7 +157,7 @@ class TrustedProcess:
             self.sock = None
         if self.proc is not None:
             try:
-                self.proc.wait(timeout=0 if self.busy else QUIT_WAIT_S)  # busy: it would finish first
+                self.proc.wait(timeout=QUIT_WAIT_S)
             except subprocess.TimeoutExpired:
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)
@@ -195,6 +194,9 @@ class Lane:
 
     def close(self) -> None:
         self.trusted.close()
+        self._drop_spare()
+
+    def _drop_spare(self) -> None:
         if self.spare is not None:
             self.spare.close()
             self.spare = None
@@ -224,7 +226,8 @@ class Lane:
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
         """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate.
         A candidate the kernel killed for the budget over all sandboxes (SIGKILL, others' memory,
-        not its own limit: red team round 16) is measured once more before its crash counts."""
+        not its own limit: red team round 16) before any timed batch is measured once more
+        before its crash counts (not later: no second draw of the timing, round 18)."""
         outcome, budget_killed = self._measure_once(request, build_dir, backstop_s)
         if budget_killed:
             outcome, _ = self._measure_once(request, build_dir, backstop_s)
@@ -236,6 +239,7 @@ class Lane:
         watch = Stopwatch("lane")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
         if not self.trusted.alive():
             self.trusted.close()
+            self._drop_spare()  # a trusted worker that died mid-measurement may have left it frozen
             self.trusted.start()
         worker = self._worker(build_dir)
         watch.lap("spawn")
@@ -248,7 +252,6 @@ class Lane:
                                           candidate_pid=worker.proc.pid,
                                           spare_pid=self.spare.proc.pid if self.spare else None)
             try:
-                self.trusted.busy = True
                 wire.send(self.trusted.sock, request, worker.sock.fileno())
             except (OSError, wire.ProtocolError) as err:
                 why = f"the trusted worker did not take the request ({type(err).__name__}: {err})"
@@ -265,7 +268,8 @@ class Lane:
                     worker.proc.wait(timeout=2)  # it is dying: say how
                     why = f"{measurement.error}{_death(worker)}"
                     measurement = dataclasses.replace(measurement, error=why)
-                    budget_killed = _killed(worker) and worker.group.oom_cause() == "budget"
+                    budget_killed = (_killed(worker) and measurement.phase in RETRY_PHASES
+                                     and worker.group.oom_cause() == "budget")
                 except subprocess.TimeoutExpired:
                     pass
         finally:
@@ -291,7 +295,6 @@ class Lane:
             if answer_ready.poll(POLL_S * 1000):  # an answer, or the trusted worker is gone
                 try:
                     answer, _ = wire.recv(self.trusted.sock, wire.TRUSTED_REPLIES, ANSWER_TIMEOUT_S)
-                    self.trusted.busy = False
                 except wire.ProtocolError as err:
                     try:
                         code = self.trusted.proc.wait(timeout=2)
@@ -310,6 +313,7 @@ class Lane:
             if time.monotonic() > deadline:
                 worker.kill()
                 self.trusted.close()  # stuck itself: a fresh one next time
+                self._drop_spare()  # it may have frozen the spare and never thawed it (round 18)
                 why = f"the evaluation exceeded its backstop of {backstop_s:.0f} s"
                 return wire.Measurement("timeout", why)
 
