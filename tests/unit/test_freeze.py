@@ -63,3 +63,34 @@ def test_freeze_stops_the_whole_tree_thaw_resumes_it_and_kill_ends_it(tmp_path, 
     finally:
         freezer.close()
         subprocess.run(["pkill", "-f", str(script)], check=False)
+
+
+def test_a_freeze_that_failed_half_way_is_undone_by_thaw(tmp_path, monkeypatch):
+    """Red team round 19: a freeze that could not be confirmed (a thread stuck in the kernel)
+    left the processes it had stopped stopped, and thaw() did nothing since nothing was frozen;
+    the lane's spare would have gone to the next candidate stopped."""
+    monkeypatch.setattr(freeze, "cgroup2_root", lambda: None)
+    monkeypatch.setattr(freeze, "CONFIRM_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(freeze, "_all_stopped", lambda pid: False)  # one that never stops
+    script = tmp_path / "busy.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)])
+    deadline = time.monotonic() + 20
+    while len(process_tree(proc.pid)) < 2 or not (tmp_path / "busy.py.child").exists():
+        assert time.monotonic() < deadline, "the helper never started"
+        time.sleep(0.05)
+    freezer = Freezer(proc.pid)
+    try:
+        with pytest.raises(freeze.FreezeError):
+            freezer.freeze()
+        before = counters(tmp_path)
+        time.sleep(0.3)
+        assert counters(tmp_path) == before  # what it stopped stays stopped
+        freezer.thaw()
+        time.sleep(0.3)
+        after = counters(tmp_path)
+        assert after[0] != before[0] and after[1] != before[1], "still stopped after thaw"
+    finally:
+        freezer.kill()
+        freezer.close()
+        subprocess.run(["pkill", "-f", str(script)], check=False)

@@ -129,6 +129,7 @@ class Freezer:
         self.cgroup: Path | None = None
         self.stopped: set[int] = set()
         self.frozen = False
+        self.touched = False  # a freeze begun, confirmed or not: thaw undoes it (red team round 19)
         self.own = False  # made here (removed at close), or the sandbox's resource group
         base = cgroup2_root()
         if base is not None:
@@ -143,6 +144,7 @@ class Freezer:
         if self.frozen:
             return
         deadline = time.monotonic() + CONFIRM_TIMEOUT_S
+        self.touched = True
         if self.cgroup is not None:
             (self.cgroup / "cgroup.freeze").write_text("1")
             while "frozen 1" not in (self.cgroup / "cgroup.events").read_text():
@@ -167,9 +169,9 @@ class Freezer:
             time.sleep(POLL_S)
 
     def thaw(self) -> None:
-        if not self.frozen:
+        if not (self.frozen or self.touched):
             return
-        self.frozen = False
+        self.frozen = self.touched = False
         if self.cgroup is not None:
             try:
                 (self.cgroup / "cgroup.freeze").write_text("0")

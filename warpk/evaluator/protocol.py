@@ -175,7 +175,7 @@ class Measurement:
 
     status: str
     error: str | None = None
-    phase: str | None = None  # where a failure happened: load | build | correctness | timing
+    phase: str | None = None  # where it failed: load | build | correctness | timing | energy | other shapes
     device: str | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
