@@ -30,8 +30,18 @@ while True:
 
 
 def counters(tmp_path: Path) -> tuple[str, str]:
+    """Both counts, each read again while its writer has it truncated (a running writer)."""
     script = tmp_path / "busy.py"
-    return (script.with_name("busy.py.parent").read_text(), script.with_name("busy.py.child").read_text())
+
+    def read(name: str) -> str:
+        for _ in range(100):
+            text = script.with_name(name).read_text()
+            if text:
+                return text
+            time.sleep(0.001)
+        return text
+
+    return read("busy.py.parent"), read("busy.py.child")
 
 
 @pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-or-fallback", "sigstop"])
@@ -94,3 +104,27 @@ def test_a_freeze_that_failed_half_way_is_undone_by_thaw(tmp_path, monkeypatch):
         freezer.kill()
         freezer.close()
         subprocess.run(["pkill", "-f", str(script)], check=False)
+
+
+def test_a_spare_that_will_not_freeze_is_killed_not_blamed_on_the_candidate(tmp_path, monkeypatch):
+    """Red team round 20: the lane's spare failing to freeze after correctness was the measured
+    candidate's `crashed`. Now the spare is killed (the lane replaces a dead one) and timing goes on."""
+    from warpk.evaluator.freeze import NoFreeze, still_or_gone
+
+    monkeypatch.setattr(freeze, "cgroup2_root", lambda: None)
+    monkeypatch.setattr(freeze, "CONFIRM_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(freeze, "_all_stopped", lambda pid: False)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert isinstance(still_or_gone(Freezer(proc.pid)), NoFreeze)
+        assert proc.wait(timeout=10) == -9
+    finally:
+        proc.kill()
+
+
+def test_library_handles_that_fail_for_want_of_memory_count_as_out_of_memory():
+    from warpk.evaluator.reference import out_of_memory
+
+    assert out_of_memory("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate")
+    assert out_of_memory("cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
+    assert not out_of_memory("NameError: name 'x' is not defined")

@@ -240,3 +240,15 @@ class NoFreeze:
 
     def close(self) -> None:
         pass
+
+
+def still_or_gone(spare):
+    """The lane's spare worker frozen, or killed where it will not freeze: its failure is no
+    candidate's verdict (red team round 20: it was the measured candidate's `crashed`); the lane
+    replaces a dead spare."""
+    try:
+        spare.freeze()
+        return spare
+    except FreezeError:
+        spare.kill()
+        return NoFreeze()

@@ -50,8 +50,11 @@ def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: 
 
 
 def out_of_memory(text: str) -> bool:
-    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's)."""
-    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory"))
+    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's; a library
+    handle the reference worker creates at its first forward, in timing, fails as NOT_INITIALIZED
+    when a candidate holds the memory: red team round 20)."""
+    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory",
+                                   "CUBLAS_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_NOT_INITIALIZED"))
 
 
 def reference_source(task_source: str, overrides: dict) -> str:

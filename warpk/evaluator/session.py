@@ -26,7 +26,7 @@ from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, finger
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies
 from warpk.evaluator.errors import HarnessError
-from warpk.evaluator.freeze import Freezer, NoFreeze
+from warpk.evaluator.freeze import Freezer, NoFreeze, still_or_gone
 from warpk.evaluator.hostmem import check_host_memory
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
 from warpk.evaluator.pool_gate import PoolGate
@@ -337,7 +337,7 @@ class Session(Link):
         self.apply_shape(self.request.shape)
         self.check_host_memory()
         if self.request.energy is not None:  # before the candidate exists on this lane
-            self.spare.freeze()
+            self.spare = still_or_gone(self.spare)
             self.found.ref_energy = self.reference_energy()
             self.spare.thaw()
         self.probe_reference()
@@ -379,7 +379,7 @@ class Session(Link):
                                       self.inputs(self.found.correct.seed))
             self.found.seconds["correctness_s"] = time.perf_counter() - start
             lap("correctness")
-            self.spare.freeze()  # thawed by trusted.measure, once this candidate is done
+            self.spare = still_or_gone(self.spare)  # thawed by trusted.measure after this candidate
             sampler = self.request.energy is not None and self.request.energy.sampler_addr and self.dev.cuda
             self.spans = []  # the candidate's batches and windows, for the lane's telemetry
             lane = ep.LaneTelemetry(self.lane_recorder if sampler else None)
