@@ -122,9 +122,12 @@ def test_a_spare_that_will_not_freeze_is_killed_not_blamed_on_the_candidate(tmp_
         proc.kill()
 
 
-def test_library_handles_that_fail_for_want_of_memory_count_as_out_of_memory():
-    from warpk.evaluator.reference import out_of_memory
+def test_library_handles_that_fail_count_as_the_candidates_only_while_the_device_is_short():
+    from warpk.evaluator.reference import starved_handle
 
-    assert out_of_memory("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate")
-    assert out_of_memory("cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
-    assert not out_of_memory("NameError: name 'x' is not defined")
+    text = "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate"
+    assert starved_handle(text, lambda: True)  # a candidate holds the memory: its runtime_error
+    assert not starved_handle(text, lambda: False)  # memory free: a broken install, the harness's
+    assert starved_handle("cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", lambda: True)
+    assert not starved_handle("NameError: name 'x' is not defined", lambda: True)
+    assert not starved_handle(text)  # no GPU here: not shown to be short

@@ -249,6 +249,6 @@ def still_or_gone(spare):
     try:
         spare.freeze()
         return spare
-    except FreezeError:
+    except (FreezeError, OSError):  # OSError: its group already gone (round 21)
         spare.kill()
         return NoFreeze()

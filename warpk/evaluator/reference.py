@@ -42,7 +42,7 @@ def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: 
         references.discard()
         status = getattr(err, "status", "crashed")
         reason = getattr(err, "reason", str(err))
-        if candidate_ran and (status == "timeout" or out_of_memory(reason)):
+        if candidate_ran and (status == "timeout" or out_of_memory(reason) or starved_handle(reason)):
             raise Verdict(status if status == "timeout" else "runtime_error",
                           f"the reference worker failed in {what} after the candidate ran "
                           f"(it shares the device): {reason}"[:500]) from err
@@ -50,11 +50,29 @@ def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: 
 
 
 def out_of_memory(text: str) -> bool:
-    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's; a library
-    handle the reference worker creates at its first forward, in timing, fails as NOT_INITIALIZED
-    when a candidate holds the memory: red team round 20)."""
-    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory",
-                                   "CUBLAS_STATUS_NOT_INITIALIZED", "CUDNN_STATUS_NOT_INITIALIZED"))
+    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's)."""
+    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory"))
+
+
+def starved_handle(text: str, device_short=None) -> bool:
+    """A cuBLAS/cuDNN handle the reference worker creates at its first forward (in timing) that
+    failed as NOT_INITIALIZED while the device is short of memory now (the candidate, frozen,
+    still holds what it took): the candidate's doing (red team round 20). With memory free, the
+    same text is a broken install, the harness's (round 21)."""
+    if "CUBLAS_STATUS_NOT_INITIALIZED" not in text and "CUDNN_STATUS_NOT_INITIALIZED" not in text:
+        return False
+    return (device_short or _device_short)()
+
+
+def _device_short() -> bool:
+    """Under a tenth of this process's GPU memory free at this moment."""
+    try:
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+    except Exception:  # noqa: BLE001 - no device to ask: not shown to be short
+        return False
+    return free < 0.1 * total
 
 
 def reference_source(task_source: str, overrides: dict) -> str:
