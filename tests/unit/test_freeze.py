@@ -44,10 +44,8 @@ def counters(tmp_path: Path) -> tuple[str, str]:
     return read("busy.py.parent"), read("busy.py.child")
 
 
-@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-or-fallback", "sigstop"])
-def test_freeze_stops_the_whole_tree_thaw_resumes_it_and_kill_ends_it(tmp_path, monkeypatch, cgroup):
-    if not cgroup:
-        monkeypatch.setattr(freeze, "cgroup2_root", lambda: None)
+def busy_tree(tmp_path: Path) -> tuple[Path, subprocess.Popen]:
+    """SCRIPT started, once both its processes are counting."""
     script = tmp_path / "busy.py"
     script.write_text(SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script)])
@@ -55,6 +53,14 @@ def test_freeze_stops_the_whole_tree_thaw_resumes_it_and_kill_ends_it(tmp_path, 
     while len(process_tree(proc.pid)) < 2 or not (tmp_path / "busy.py.child").exists():
         assert time.monotonic() < deadline, "the helper never started"
         time.sleep(0.05)
+    return script, proc
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-or-fallback", "sigstop"])
+def test_freeze_stops_the_whole_tree_thaw_resumes_it_and_kill_ends_it(tmp_path, monkeypatch, cgroup):
+    if not cgroup:
+        monkeypatch.setattr(freeze, "cgroup2_root", lambda: None)
+    script, proc = busy_tree(tmp_path)
     # joined while it is already running: the cgroup takes the tree as it is
     freezer = Freezer(proc.pid)
     try:
@@ -82,13 +88,7 @@ def test_a_freeze_that_failed_half_way_is_undone_by_thaw(tmp_path, monkeypatch):
     monkeypatch.setattr(freeze, "cgroup2_root", lambda: None)
     monkeypatch.setattr(freeze, "CONFIRM_TIMEOUT_S", 0.3)
     monkeypatch.setattr(freeze, "_all_stopped", lambda pid: False)  # one that never stops
-    script = tmp_path / "busy.py"
-    script.write_text(SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script)])
-    deadline = time.monotonic() + 20
-    while len(process_tree(proc.pid)) < 2 or not (tmp_path / "busy.py.child").exists():
-        assert time.monotonic() < deadline, "the helper never started"
-        time.sleep(0.05)
+    script, proc = busy_tree(tmp_path)
     freezer = Freezer(proc.pid)
     try:
         with pytest.raises(freeze.FreezeError):
