@@ -17,7 +17,14 @@ import pytest
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.pool_gate import PoolGate
 from warpk.evaluator.resources import POOL_PREFIX, cgroup2_root
-from warpk.evaluator.sandbox import SANDBOX_HOME, Limits, UntrustedProcess, bwrap_command, worker_env
+from warpk.evaluator.sandbox import (
+    PROJECT_ROOT,
+    SANDBOX_HOME,
+    Limits,
+    UntrustedProcess,
+    bwrap_command,
+    worker_env,
+)
 
 needs_v2 = pytest.mark.skipif(cgroup2_root() is None, reason="no writable cgroup v2 hierarchy here")
 needs_bwrap = pytest.mark.skipif(
@@ -104,6 +111,51 @@ def test_the_pool_stays_frozen_while_any_lane_times_and_thaws_when_the_last_is_d
         assert _runs(burner.pid)  # the last one out thawed it
         with PoolGate(None, None).hold():  # no group (no cgroup v2): holds nothing
             assert _runs(burner.pid)
+    finally:
+        burner.kill()
+        burner.wait()
+        (group / "cgroup.freeze").write_text("0")
+        group.rmdir()
+
+
+HOLDER = """
+import sys, time
+from warpk.evaluator.pool_gate import PoolGate
+with PoolGate(sys.argv[1], sys.argv[2]).hold():
+    print("holding", flush=True)
+    time.sleep(600)  # a trusted worker stuck while it times: the parent kills it
+"""
+
+
+@needs_v2
+def test_a_trusted_worker_killed_while_it_holds_the_pool_leaves_it_thawed(tmp_path, monkeypatch):
+    """Red team round 18: a trusted worker killed inside PoolGate.hold never ran its thaw, so the
+    compile pool stayed frozen until another lane's hold ended. The parent's close thaws it, unless
+    another lane is timing."""
+    from warpk.evaluator import lane, pool_gate
+
+    group = cgroup2_root() / "warpk" / f"{POOL_PREFIX}test-killed-{os.getpid()}"
+    group.mkdir(parents=True)
+    gate = str(tmp_path / "gate")
+    run_gate = {pool_gate.GROUP_ENV: str(group), pool_gate.GATE_ENV: gate}
+    monkeypatch.setattr(pool_gate, "run_gate", lambda: run_gate)
+    monkeypatch.setattr(lane, "QUIT_WAIT_S", 0.2)
+    burner = _burner(group)
+    try:
+        for other_lane_timing in (True, False):
+            trusted = lane.TrustedProcess({}, 1)
+            trusted.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(group), gate], text=True,
+                                            stdout=subprocess.PIPE, start_new_session=True,
+                                            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+            assert trusted.proc.stdout.readline().strip() == "holding"
+            assert not _runs(burner.pid)
+            with contextlib.ExitStack() as other:
+                if other_lane_timing:
+                    other.enter_context(PoolGate(str(group), gate).hold())
+                trusted.close()  # it ignores the closed socket: killed after QUIT_WAIT_S
+                assert not _runs(burner.pid) if other_lane_timing else _runs(burner.pid)
+            assert _runs(burner.pid)  # the other lane's hold thawed it at its end
+            (group / "cgroup.freeze").write_text("0")
     finally:
         burner.kill()
         burner.wait()

@@ -39,7 +39,7 @@ from pathlib import Path
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.pool_gate import run_gate
+from warpk.evaluator.pool_gate import run_gate, thaw_run_pool
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.sandbox import KILL_WAIT_S, PROJECT_ROOT, Limits, UntrustedProcess, worker_env
 
@@ -168,6 +168,9 @@ class TrustedProcess:
                 except subprocess.TimeoutExpired:
                     pass  # stuck in the kernel (a GPU driver): nothing more to do from here
             self.proc = None
+            # one killed inside PoolGate.hold (at the backstop, or after its QUIT_WAIT_S) left the
+            # compile pool frozen: thaw it unless another lane is timing
+            thaw_run_pool()
         if self.output is not None:
             self.output.close()
             self.output = None

@@ -55,6 +55,12 @@ def run_gate() -> dict[str, str]:
     return {GROUP_ENV: str(group), GATE_ENV: str(Path(folder) / "gate")}
 
 
+def thaw_run_pool() -> None:
+    """The run's pool (`run_gate`) thawed unless a lane is timing (PoolGate.thaw_if_idle)."""
+    gate = run_gate()
+    PoolGate(gate.get(GROUP_ENV), gate.get(GATE_ENV)).thaw_if_idle()
+
+
 class PoolGate:
     """The run's compile pool as a timing lane sees it: `hold()` keeps it frozen meanwhile."""
 
@@ -81,16 +87,32 @@ class PoolGate:
                 yield
             finally:  # also when the freeze failed: the pool never stays frozen behind us
                 fcntl.flock(fd, fcntl.LOCK_UN)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no other lane timing: thaw
-                except BlockingIOError:
-                    _debug("compile pool left frozen: another lane is timing")
-                else:
-                    (self.group / "cgroup.freeze").write_text("0")
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                    _debug("compile pool thawed")
+                self._thaw_if_idle(fd)
         finally:
             os.close(fd)
+
+    def thaw_if_idle(self) -> None:
+        """Thaw the pool unless a lane is timing: for the parent, after a trusted worker died or
+        was killed inside `hold` (its lock went with it, its thaw never ran: red team round 18)."""
+        if not self.available or not self.gate.exists():
+            return
+        fd = os.open(self.gate, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            self._thaw_if_idle(fd)
+        finally:
+            os.close(fd)
+
+    def _thaw_if_idle(self, fd: int) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no lane timing: thaw
+        except BlockingIOError:
+            _debug("compile pool left frozen: another lane is timing")
+            return
+        try:
+            (self.group / "cgroup.freeze").write_text("0")
+            _debug("compile pool thawed")
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _freeze(self) -> None:
         """Freeze the pool, confirmed. A build that will not freeze in time (io_uring work queued
