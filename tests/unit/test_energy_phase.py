@@ -41,10 +41,13 @@ class FakeWorker:
 
     def send(self, message, fd=None):
         self.gos.append(message)
+        if self.lie == "prompt":  # honest, and done before the sender's thread runs again
+            self.gpu.run(message.repeat * self.seconds, NEW_W)
 
     def answer(self, limit_s, expect):
         go = self.gos[-1]
-        self.gpu.run(go.repeat * self.seconds * (0.1 if self.lie == "skip" else 1.0), NEW_W)
+        if self.lie != "prompt":
+            self.gpu.run(go.repeat * self.seconds * (0.1 if self.lie == "skip" else 1.0), NEW_W)
         nonce = "0" * 16 if self.lie == "nonce" else go.nonce
         outputs = [["out"], ["out"]] if self.lie == "two" else [["out"]]
         return wire.Ran("ok", None, nonce, outputs), None
@@ -105,6 +108,23 @@ def test_a_batch_that_lies_is_the_candidates_verdict_not_energy(lie, raised, mat
     gpu = FakeGpu()
     with pytest.raises(raised, match=match):
         run(FakeWorker(gpu, lie=lie), gpu)
+
+
+def test_a_batch_done_before_the_send_returned_counts_its_whole_time():
+    """The worker starts when the Go arrives; this thread may get the GIL back only after the
+    batch ran (an honest softmax was `implausible` on the H100 so, 2026-12-05)."""
+    gpu = FakeGpu()
+    record = run(FakeWorker(gpu, lie="prompt"), gpu).record()
+    assert record["energy_j"] == pytest.approx(NEW_W * NEW_S, rel=5e-3)
+
+
+def test_the_floor_of_energy_batches_is_the_smallest_paired_difference():
+    # the reference's own call 0.4 ms; its round trips 3.0-3.4 ms per call: ~2.8 ms delivery
+    ref_ms, new_ms = (3.0, 3.4, 3.1), (3.5, 4.9, 4.6)
+    assert ep.confirmed_call_ms(ref_ms, new_ms, 0.4) == pytest.approx(0.9)  # batch 1: 3.5 - 3.0 + 0.4
+    assert ep.confirmed_call_ms((3.0,), (2.0,), 0.4) == 0.0  # noise swamps the compute: no floor
+    # a candidate timed at its real speed keeps a floor that catches a batch doing a tenth
+    assert ep.confirmed_call_ms((1.0, 1.1), (0.6, 0.65), 0.8) == pytest.approx(0.35)
 
 
 def test_a_meter_failure_is_a_reason_never_energy_and_a_device_fault_propagates():

@@ -115,6 +115,19 @@ def reference_energy(store: ReferenceEnergies, key: tuple, measure: Callable[[],
     return ReferenceResult(store.store(key, fields), None, clock() - start)
 
 
+def confirmed_call_ms(ref_ms, new_ms, ref_call_ms: float) -> float:
+    """A lower bound on the candidate's own time per call, from its timed batches: each batch's
+    per-call time less what the reference's round trip in the same batch adds to the
+    reference's own call (`ref_call_ms`, timed in the trusted worker), the smallest over batches.
+
+    The delivery both sides pay can be several times the compute (a 256 MiB softmax: ~2.6 ms of
+    round trip for ~0.4 ms of work on the H100), so a median difference wandered by more than
+    the compute itself and an honest copy's energy batches fell under a quarter of it (H100,
+    2026-12-05, 3 timed batches). The smallest paired difference is a floor noise can only
+    lower, never raise; it is 0 where the noise swamps the compute."""
+    return max(0.0, min(new - ref + ref_call_ms for ref, new in zip(ref_ms, new_ms, strict=True)))
+
+
 class Remote(Protocol):
     """What the candidate's energy needs of its worker (warpk.evaluator.link.Link; a fake in tests)."""
 
@@ -134,8 +147,8 @@ class CandidateEnergy:
         draw: one call's inputs from a seed (Session.inputs).
         reference: the task's Model here, for the outputs each batch's last call is checked with.
         verify: verify(expected, got, where) raises Verdict on a mismatch.
-        call_ms: the candidate's time per call as the trusted clock confirmed it while timed;
-            each energy batch must take ENERGY_WALL_SHARE of that per call.
+        call_ms: the candidate's time per call as the trusted clock confirmed it while timed
+            (`confirmed_call_ms`); each energy batch must take ENERGY_WALL_SHARE of that per call.
         open_meter: a context manager of the meter (energy.open_meter on the device).
         sync: the device's synchronize.
         repeats, rel_uncertainty: the windows' cap and target (warpk.evaluator.energy.measure_one).

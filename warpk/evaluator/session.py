@@ -221,10 +221,9 @@ class Session(Link):
                                 verify, k, s.timing_batches, big, self.torch)
 
     def confirmed_call_ms(self) -> float:
-        """The candidate's time per call as timed, less the delivery the reference's round trip
-        shows: the floor of its energy batches."""
-        delivery_ms = statistics.median(self.found.timed.ref_ms) - self.ref_call_s * 1e3
-        return max(0.0, statistics.median(self.found.timed.new_ms) - max(delivery_ms, 0.0))
+        """The floor of the candidate's energy batches (energy_phase.confirmed_call_ms)."""
+        timed = self.found.timed
+        return ep.confirmed_call_ms(timed.ref_ms, timed.new_ms, self.ref_call_s * 1e3)
 
     def timing_without_candidate(self) -> tuple[float, ...]:
         """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
