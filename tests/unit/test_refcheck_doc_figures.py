@@ -85,3 +85,30 @@ def test_the_huge_elementwise_copies_moved_from_counted_faster_to_containing_1()
     assert all(r["speedup_low"] > 1 for r in before)  # the fixed order: every interval above 1
     assert all(r["speedup_low"] <= 1 <= r["speedup_high"] for r in after)
     assert f"{min(r['speedup'] for r in after):.2f}-{max(r['speedup'] for r in after):.2f}" == "0.97-1.07"
+
+
+# --- session 22: L3 and L2 31-98 at bf6b4ee (docs/data/refcheck-h100-2026-12-05c) ----------------
+HEAD = REPO / "docs" / "data" / "refcheck-h100-2026-12-05c"
+
+
+def test_the_session_22_table_is_its_records():
+    l3, l2 = _records(HEAD / "records-L3.jsonl"), _records(HEAD / "records-L2-31-98.jsonl")
+    every = (_records(AFTER / "records-L1.jsonl") + _records(AFTER / "records-L2-first30.jsonl") + l2 + l3)
+    a, b, c = _row(l3), _row(l2), _row(every)
+    share = lambda f: f"{f['contains']}/{f['n']} ({100 * f['contains'] / f['n']:.0f}%"  # noqa: E731
+    assert f"| `ok` | **{a['ok']}** | **{b['ok']}** | **{c['ok']}** |" in DOC
+    assert f"| median speedup of the copies | {a['median']} | {b['median']} | {c['median']} |" in DOC
+    assert f"| 5-95% | {a['range']} | {b['range']} | |" in DOC
+    assert f"| 95% interval contains 1 | {share(a)}) | {share(b)}) | {share(c)}; goal 90%) |" in DOC
+    assert a["faster"] == b["faster"] == c["faster"] == 0
+    assert f"0 (largest lower end {a['top_low']:.3f}) | 0 (largest {b['top_low']:.3f})" in DOC
+    assert f"| {a['wall']:.1f} s | {b['wall']:.1f} s | |" in DOC
+    # the slow family: 17 below 0.8, the rest's intervals
+    slow = [r for r in every if r["speedup"] < 0.8]
+    rest = [r for r in every if r["speedup"] >= 0.8]
+    assert len(slow) == 17 and "17 of 248 below 0.8" in DOC
+    kept = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in rest)
+    assert f"contains 1 for {kept} of the other {len(rest)} ({100 * kept / len(rest):.0f}%)" in DOC
+    by_name = {r["task_id"].rsplit("/", 1)[1]: r["speedup"] for r in every}
+    gemm_33 = by_name["33_Gemm_Scale_BatchNorm"]
+    assert f"33_Gemm_Scale_BatchNorm, of the same sizes, is at {gemm_33:.3f}" in DOC
