@@ -112,6 +112,12 @@ class EvalRecord:
     lane_temperature_max_c: int | None = None
     lane_throttle_reasons: int | None = None  # OR of nvmlClocksEventReason masks over the samples
     lane_error: str | None = None  # why a sampler run's record has no lane telemetry
+    # Measured energy: windows per side, and whether they stopped at their cap (evaluate.energy_repeats)
+    # with the stated uncertainty still above hardware.energy_rel_uncertainty (None: no target)
+    energy_windows: int | None = None
+    energy_at_cap: bool | None = None
+    ref_energy_windows: int | None = None
+    ref_energy_at_cap: bool | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -219,9 +219,12 @@ def test_measure_pair_stops_once_both_sides_reach_the_target_uncertainty(target,
     fields = energy.measure_pair(meter, ref, new, no_sync, repeats=5, idle_window_s=0.3,
                                  rel_uncertainty=target)
     assert len(calls) == 2 * rounds
+    assert fields["energy_windows"] == fields["ref_energy_windows"] == rounds
     if target >= 0.02:
         assert fields["energy_uncertainty_j"] <= target * fields["energy_j"]
         assert fields["ref_energy_uncertainty_j"] <= target * fields["ref_energy_j"]
+    # the record says when the cap, not the target, ended the measurement
+    assert fields["energy_at_cap"] is ({0.0: None, 0.02: False}.get(target, True))
 
 
 # --- the reference's energy: once per task and lane, measured again on a schedule ----------------
@@ -247,7 +250,8 @@ def test_measure_one_measures_one_side_with_the_same_stopping_rule():
     fields = energy.measure_one(meter, lambda: gpu.run(REF_S, REF_W), no_sync, repeats=5,
                                 idle_window_s=0.3, rel_uncertainty=0.02, prefix="ref_")
     assert set(fields) == {"ref_energy_j", "ref_energy_uncertainty_j", "ref_avg_power_w", "ref_window_s",
-                           "idle_power_w"}
+                           "ref_energy_windows", "ref_energy_at_cap", "idle_power_w"}
+    assert fields["ref_energy_windows"] == 2 and fields["ref_energy_at_cap"] is False
     assert covers(fields["ref_energy_j"], REF_W * REF_S, fields["ref_energy_uncertainty_j"])
     assert fields["ref_energy_uncertainty_j"] <= 0.02 * fields["ref_energy_j"]
     alone = energy.measure_one(meter, lambda: gpu.run(NEW_S, NEW_W), no_sync, repeats=2, idle_window_s=0.0)

@@ -25,7 +25,8 @@ SHARED = ("device", "max_abs_err", "max_rel_err", "runtime_ms", "runtime_iqr_ms"
 
 MEASURED_ENERGY = ("energy_j", "energy_uncertainty_j", "avg_power_w", "window_s", "ref_energy_j",
                    "ref_energy_uncertainty_j", "ref_avg_power_w", "ref_window_s", "idle_power_w",
-                   "ref_energy_id")
+                   "ref_energy_id", "energy_windows", "energy_at_cap", "ref_energy_windows",
+                   "ref_energy_at_cap")
 LANE_FIELDS = tuple(f.name for f in dataclasses.fields(Measurement) if f.name.startswith("lane_"))
 
 

@@ -17,7 +17,8 @@ both interleaved (for benchmarks and the GPU tests). Both:
      uncertainty is within the target of its energy; else after `repeats` rounds (the cap;
      without a target, exactly `repeats`);
   3. each side's windows are summarised (mean energy per call, uncertainty = edge bound +
-     standard error over windows, mean power, mean window length).
+     standard error over windows, mean power, mean window length, the windows' count, and
+     `energy_at_cap`: whether they stopped at the cap short of the target).
 
 With `evaluate.energy=sampler` the counter comes from the sampler daemon's stream instead of
 this process's NVML reads (`open_meter`): the same windows, `energy_source="sampler"`.
@@ -240,7 +241,7 @@ def measure_pair(meter: NvmlEnergyMeter, ref_fn: Callable[[], object], new_fn: C
             break
     fields: dict = {"idle_power_w": idle_w}
     for name, prefix in (("new", ""), ("ref", "ref_")):
-        fields.update(_fields(summary(name), prefix))
+        fields.update(_fields(summary(name), prefix, rel_uncertainty))
     return fields
 
 
@@ -257,10 +258,18 @@ def measure_one(meter: NvmlEnergyMeter, fn: Callable[[], object], sync: Callable
         m = summarize(windows, meter.source, meter.settings.aligned, idle_w, period_s)
         if rel_uncertainty > 0 and n >= 1 and m.energy_uncertainty_j <= rel_uncertainty * abs(m.energy_j):
             break
-    fields = _fields(summarize(windows, meter.source, meter.settings.aligned, idle_w, period_s), prefix)
+    fields = _fields(summarize(windows, meter.source, meter.settings.aligned, idle_w, period_s), prefix,
+                     rel_uncertainty)
     return {**fields, "idle_power_w": idle_w} if idle_window_s > 0 else fields
 
 
-def _fields(m, prefix: str) -> dict:
+def _fields(m, prefix: str, rel_uncertainty: float) -> dict:
+    """The record's fields of one side. `energy_at_cap`: True when the windows ran to their cap
+    with the stated uncertainty still above the target, False when the target was met, None
+    without a target."""
+    at_cap = None
+    if rel_uncertainty > 0:
+        at_cap = not m.energy_uncertainty_j <= rel_uncertainty * abs(m.energy_j)
     return {f"{prefix}energy_j": m.energy_j, f"{prefix}energy_uncertainty_j": m.energy_uncertainty_j,
-            f"{prefix}avg_power_w": m.avg_power_w, f"{prefix}window_s": m.window_s}
+            f"{prefix}avg_power_w": m.avg_power_w, f"{prefix}window_s": m.window_s,
+            f"{prefix}energy_windows": m.repeats, f"{prefix}energy_at_cap": at_cap}

@@ -206,6 +206,10 @@ class Measurement:
     ref_avg_power_w: float | None = None
     ref_window_s: float | None = None
     idle_power_w: float | None = None
+    energy_windows: int | None = None  # windows measured
+    energy_at_cap: bool | None = None  # stopped at the windows' cap short of the target uncertainty
+    ref_energy_windows: int | None = None
+    ref_energy_at_cap: bool | None = None
     ref_energy_id: str | None = None  # which of the lane's reference measurements was used
     energy_error: str | None = None  # why a requested measurement gave no energy
     energy_s: float | None = None
