@@ -206,6 +206,22 @@ def test_results_table_says_why_energy_is_missing():
     assert "energy not measured: nvml energy measurement failed" in console.export_text()
 
 
+def test_the_results_table_says_how_many_energies_stopped_at_their_cap():
+    from rich.console import Console
+
+    from warpk.report.console import results_table
+    from warpk.tables import to_rich
+
+    met = record_for("nvml", H200, **MEASURED)
+    capped = record_for("nvml", H200, **MEASURED, energy_at_cap=True)
+    console = Console(width=400, record=True)
+    console.print(to_rich(results_table([met, capped, met], "h200")))
+    assert "1 energy figure(s) stopped at evaluate.energy_repeats" in console.export_text()
+    console = Console(width=400, record=True)
+    console.print(to_rich(results_table([met], "h200")))
+    assert "energy_at_cap" not in console.export_text()
+
+
 @pytest.mark.parametrize(("target", "rounds"), [(0.0, 5), (0.02, 2), (1e-12, 5)])
 def test_measure_pair_stops_once_both_sides_reach_the_target_uncertainty(target, rounds):
     """hardware.energy_rel_uncertainty: the simulated GPU is steady, so two rounds reach 2%; an

@@ -25,6 +25,10 @@ def results_table(records: list[EvalRecord], hardware: str) -> Table:
                  "(power x measured runtime), not measured"]
     elif sources:
         notes = [f"* energy source: {', '.join(sources)}"]
+    capped = sum(bool(r.energy_at_cap or r.ref_energy_at_cap) for r in records if r.energy_j is not None)
+    if capped:
+        notes.append(f"* {capped} energy figure(s) stopped at evaluate.energy_repeats with the stated "
+                     "uncertainty above hardware.energy_rel_uncertainty (energy_at_cap)")
     table = Table(
         "results",
         f"WARP-K evaluation: {len(records)} candidates on hardware={hardware}",
