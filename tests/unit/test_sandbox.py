@@ -419,7 +419,7 @@ def test_a_timer_lie_on_the_gpu_gains_nothing():
 
 def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypatch):
     """A cluster's gcc in /opt is mounted (read-only) for load_inline; a `pip install --user`
-    ninja in ~/.local or a compiler in the project tree would expose private files: never."""
+    ninja in ~/.local, a compiler in the project tree or in /tmp would expose private files: never."""
     from warpk.evaluator import sandbox
 
     home = sandbox.Path.home().resolve()
@@ -429,6 +429,8 @@ def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypat
         "nvcc": "/usr/local/cuda/bin/nvcc",  # under /usr: mounted already
         "gcc": str(sandbox.PROJECT_ROOT / "tools" / "bin" / "gcc"),
         "cc": str(sandbox.PROJECT_ROOT.parent / "bin" / "cc"),  # its prefix is above the project
+        # the host's temp folder holds the run's pool gate (red team round 22)
+        "c++": str(sandbox.Path(sandbox.tempfile.gettempdir()).resolve() / "bin" / "c++"),
     }
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: found.get(name))
     assert sandbox._toolchain_prefixes() == [sandbox.Path("/opt/gcc-13")]

@@ -163,6 +163,24 @@ def test_a_trusted_worker_killed_while_it_holds_the_pool_leaves_it_thawed(tmp_pa
         group.rmdir()
 
 
+def test_a_gate_held_by_a_stuck_process_stops_the_run_instead_of_hanging_it(tmp_path, monkeypatch):
+    """Red team round 22: whatever holds the gate exclusively (a stuck process) must not hang every
+    lane forever: the shared lock is waited for LOCK_WAIT_S, then it is our failure."""
+    import fcntl
+
+    from warpk.evaluator import pool_gate
+    from warpk.evaluator.errors import HarnessError
+
+    monkeypatch.setattr(pool_gate, "LOCK_WAIT_S", 0.3)
+    gate = tmp_path / "gate"
+    gate.touch()
+    with open(gate) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(HarnessError, match="gate stayed locked"):
+            with PoolGate(str(tmp_path / "group"), str(gate)).hold():
+                pass
+
+
 @needs_v2
 def test_a_build_that_will_not_freeze_is_killed_and_the_pool_never_stays_frozen(tmp_path, monkeypatch):
     # Red team round 10: io_uring work queued in the kernel keeps a build running after the freeze

@@ -116,16 +116,21 @@ def reference_energy(store: ReferenceEnergies, key: tuple, measure: Callable[[],
 
 
 def confirmed_call_ms(ref_ms, new_ms, ref_call_ms: float) -> float:
-    """A lower bound on the candidate's own time per call, from its timed batches: each batch's
-    per-call time less what the reference's round trip in the same batch adds to the
-    reference's own call (`ref_call_ms`, timed in the trusted worker), the smallest over batches.
+    """A lower bound on the candidate's own time per call, from its timed batches: its fastest
+    batch's per-call time less what the reference's fastest round trip adds to the reference's
+    own call (`ref_call_ms`, timed in the trusted worker), and never above its fastest batch.
 
     The delivery both sides pay can be several times the compute (a 256 MiB softmax: ~2.6 ms of
-    round trip for ~0.4 ms of work on the H100), so a median difference wandered by more than
-    the compute itself and an honest copy's energy batches fell under a quarter of it (H100,
-    2026-12-05, 3 timed batches). The smallest paired difference is a floor noise can only
-    lower, never raise; it is 0 where the noise swamps the compute."""
-    return max(0.0, min(new - ref + ref_call_ms for ref, new in zip(ref_ms, new_ms, strict=True)))
+    round trip for ~0.4 ms of work on the H100), so the difference of the medians wandered by
+    more than the compute itself and an honest copy's energy batches fell under a quarter of it
+    (H100, 2026-12-05, 3 timed batches). Fastest against fastest: a candidate can slow reference
+    batches (kernels it left queued run on while it is frozen) but cannot make the reference's
+    fastest batch faster, nor its own faster than it is; pairing the batches instead let one
+    slowed reference batch take the floor to 0 (red team round 22). Slowing every reference
+    batch lowers it by as much (that shows in `ref_contention`, which corrects the speedup, not
+    this floor: docs/evaluator.md section 5). 0 where the noise swamps the compute."""
+    fastest_new = min(new_ms)
+    return max(0.0, min(fastest_new - min(ref_ms) + ref_call_ms, fastest_new))
 
 
 class Remote(Protocol):

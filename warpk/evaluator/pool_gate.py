@@ -35,6 +35,7 @@ from warpk.evaluator.freeze import CONFIRM_TIMEOUT_S, POLL_S
 from warpk.evaluator.resources import GROUP_PREFIX, kill_group, pool_group
 
 KILLED_WAIT_S = 120.0  # for killed builds to die (a task in writeback dies once it is done)
+LOCK_WAIT_S = 60.0  # for the gate's shared lock (held exclusively only while a lane thaws)
 GROUP_ENV, GATE_ENV = "WARPK_POOL_GROUP", "WARPK_POOL_GATE"  # set for the trusted workers by the lanes
 
 
@@ -80,7 +81,7 @@ class PoolGate:
             return
         fd = os.open(self.gate, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # waits while the last holder thaws (it holds it exclusively)
+            self._shared(fd)  # waits while the last holder thaws (it holds it exclusively)
             try:
                 self._freeze()
                 _debug("compile pool frozen")
@@ -90,6 +91,20 @@ class PoolGate:
                 self._thaw_if_idle(fd)
         finally:
             os.close(fd)
+
+    def _shared(self, fd: int) -> None:
+        """The gate's shared lock, waited for at most LOCK_WAIT_S: a holder of the exclusive lock
+        keeps it only while it thaws, so longer is our failure, never a hang of the run."""
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"the compile pool's gate stayed locked for {LOCK_WAIT_S:g} s "
+                                       f"({self.gate}): a stuck process holds it") from None
+                time.sleep(POLL_S)
 
     def thaw_if_idle(self) -> None:
         """Thaw the pool unless a lane is timing: for the parent, after a trusted worker died or

@@ -223,9 +223,12 @@ TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
 def _toolchain_prefixes() -> list[Path]:
     """Install prefixes (.../bin/g++ -> ...) of the compilers on PATH, $CC and $CXX that lie
     outside the system folders: load_inline needs them in the sandbox. Never a home folder, the
-    project tree or a folder above it (a `pip install --user` ninja would expose all of ~)."""
+    project tree, the host's temp folder or a folder above one (a `pip install --user` ninja
+    would expose all of ~)."""
     system = [Path(d) for d in SYSTEM_DIRS]
-    private = [Path.home().resolve(), Path("/home"), Path("/root"), PROJECT_ROOT]
+    # the host's temp folder holds the run's pool gate and other runs' files (red team round 22)
+    private = [Path.home().resolve(), Path("/home"), Path("/root"), PROJECT_ROOT,
+               Path(tempfile.gettempdir()).resolve()]
     found = set()
     for name in (*TOOLCHAIN, os.environ.get("CC"), os.environ.get("CXX")):
         path = shutil.which(name) if name else None
