@@ -40,6 +40,7 @@ def test_the_sampler_is_refused_before_anything_runs_where_it_cannot_measure(tmp
     assert not (tmp_path / "records.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_energy_none_records_no_energy(tmp_path):
     result = run_warpk("evaluate.energy=none", "hardware=cpu", "logger=disabled", "evaluate.timing_batches=3",
                        "evaluate.result_cache=false", f"evaluate.task_file={SOFTMAX}",

@@ -41,6 +41,7 @@ def _scored(run_dir: Path) -> list[str]:
     return records.read_text().splitlines() if records.exists() else []
 
 
+@pytest.mark.slow
 def test_a_task_whose_reference_raises_at_import_stops_the_run(tmp_path):
     """The trusted worker answers harness_error (its reference cannot load the task): the run
     stops at the first candidate, names the task, and scores nothing."""
@@ -77,6 +78,7 @@ def test_a_sandbox_that_cannot_start_the_worker_refuses_before_scoring(tmp_path)
     assert not _scored(tmp_path / "run")
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_venv_reached_through_a_symlink_evaluates_in_the_sandbox(tmp_path):
     """The interpreter is run by the symlink's path (sys.executable unresolved): the sandbox

@@ -305,6 +305,7 @@ def test_a_bad_checkpoint_is_refused_at_preflight_naming_the_key(tmp_path):
     assert not (tmp_path / "run").exists()  # refused before anything ran
 
 
+@pytest.mark.slow
 def test_training_as_two_processes_shares_one_run_dir_one_adapter_and_one_summary(tmp_path):
     """train.processes=2 on the CPU: torchrun starts two ranks (gloo DDP through accelerate), both
     train on the same run dir, rank 0 alone writes the summary and the held-out records."""

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 
+@pytest.mark.slow
 def test_bare_pytest_collects_modules_that_import_the_tests_package():
     pytest_script = Path(sys.executable).parent / "pytest"  # the venv's entry point, not python -m
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -44,6 +44,7 @@ def _evaluate_three(tmp_path, sandbox_mode: str = "process"):
     return seen, failure.value, [json.loads(p.read_text()) for p in results]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["harness_error", "exception"])
 def test_a_harness_failure_stops_the_batch_and_is_never_a_record(how, tmp_path, monkeypatch):
     """The first candidate gets a verdict; on the second the trusted worker answers

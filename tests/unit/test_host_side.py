@@ -71,6 +71,7 @@ def _secret_file(tmp_path: Path) -> tuple[Path, str]:
     return path, token
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_a_symlink_where_the_log_was_never_reads_a_host_file(mode, tmp_path, host_tmp):
     secret, token = _secret_file(tmp_path)
@@ -231,6 +232,7 @@ def _assert_clean(text: str, mode: str) -> None:
         assert "/proc/1/environ:clean:read" in text, text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_no_worker_sees_the_parents_environment(mode, tmp_path, monkeypatch):
     token = secrets.token_hex(12)

@@ -5,6 +5,8 @@ the candidate's doing (it shares the device), so it is the candidate's verdict."
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import REPO
 from warpk.config import EvaluateConfig
 from warpk.evaluator import EvalItem, Evaluator
@@ -48,6 +50,7 @@ def test_a_reference_that_does_not_fit_is_too_big_before_the_candidate_is_import
     assert not marker.exists(), "the candidate ran before the task's needs were known"
 
 
+@pytest.mark.slow
 def test_a_candidate_that_fails_to_load_leaves_the_reference_worker_in_step_for_the_next_task():
     """The reference worker's Load answer for a task whose candidate failed to import is still owed
     when the next task comes: it must be read first, or every reply after it is one step behind

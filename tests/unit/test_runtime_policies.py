@@ -288,6 +288,7 @@ def test_the_goal_over_training_seeds_holds_only_when_it_holds_on_each():
     assert across_train_seeds({0: v(0.3, 0.0, True), 1: v(0.2, 0.0, True)})["goal_met_all_seeds"]
 
 
+@pytest.mark.slow
 def test_stage_runtime_refuses_a_fixture_and_a_missing_file(tmp_path):
     fixture = run_warpk(
         "stage=runtime",

@@ -136,6 +136,7 @@ def test_the_bwrap_command_mounts_only_what_python_needs():
 
 
 # --- deaths and limits ------------------------------------------------------------------------
+@pytest.mark.slow
 @needs_bwrap
 def test_os_exit_is_a_crash_not_a_success():
     record = _measure(_forward("os._exit(3)", prelude="import os\n"))
@@ -169,6 +170,7 @@ def test_one_huge_allocation_fails_on_the_address_space_limit():
     assert "forward raised" in record.error and "can't allocate memory" in record.error
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_loop_in_forward_times_out_in_seconds_not_minutes():
     """The limit of a step is run_timeout_s + run_timeout_factor x the reference's time for it:
@@ -180,6 +182,7 @@ def test_a_loop_in_forward_times_out_in_seconds_not_minutes():
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_loop_at_import_times_out_at_the_compile_limit():
     record = _measure(_forward("pass", prelude="while True:\n    pass\n"), compile_timeout_s=4.0)
@@ -239,6 +242,7 @@ def test_no_network_even_to_the_hosts_loopback():
         listener.close()
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_children_die_with_the_sandbox_even_in_a_new_session():
     """The candidate starts a `sleep` in its own session at import (escaping any process-group
@@ -335,6 +339,7 @@ def test_a_clock_that_lies_changes_nothing():
     assert record.speedup_high < 1, record
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_honest_candidate_is_ok_with_a_speedup_interval():
     honest = (REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py").read_text()
@@ -345,6 +350,7 @@ def test_an_honest_candidate_is_ok_with_a_speedup_interval():
     assert record.sandbox == "bwrap"
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_huge_tasks_inputs_changed_in_place_are_incorrect_on_the_cpu(monkeypatch):
     """Red team round 13: on the CPU a task over BIG_IO_BYTES of inputs and outputs gives its
@@ -510,6 +516,7 @@ def test_too_big_on_the_cpu_is_decided_from_the_hosts_total_not_the_moments_free
     assert caught.value.status == "too_big"
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_and_told_why(
         monkeypatch, private_budget):

@@ -37,6 +37,7 @@ def _running(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_the_worker_started_ahead_is_thawed_after_each_candidate_and_serves_the_next(tmp_path, monkeypatch):
     profile = tmp_path / "profile.jsonl"
@@ -95,6 +96,7 @@ def test_the_trusted_worker_and_the_next_worker_run_on_cores_no_lane_times_on():
     assert no_cpuset.trusted.cores == () and no_cpuset.spare_limits is no_cpuset.limits
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_a_lane_stopped_at_its_backstop_mid_timing_leaves_the_next_candidate_ok(monkeypatch):
     """Red team round 18: the trusted worker freezes the spare once correctness is done and only

@@ -56,6 +56,7 @@ def _trusted_children() -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_the_next_call_reuses_the_lane_and_its_worker_started_ahead(tmp_path, monkeypatch):
     profile = tmp_path / "profile.jsonl"
@@ -75,6 +76,7 @@ def test_the_next_call_reuses_the_lane_and_its_worker_started_ahead(tmp_path, mo
     assert not _alive(trusted_pid) and not _alive(next_spare)
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_evaluator_dropped_without_close_ends_its_workers():
     evaluator = _evaluator()
@@ -86,6 +88,7 @@ def test_an_evaluator_dropped_without_close_ends_its_workers():
     assert not any(_alive(pid) for pid in pids)
 
 
+@pytest.mark.slow
 @needs_bwrap
 @pytest.mark.timeout(180)
 def test_a_call_made_while_another_holds_the_lanes_gets_its_own_and_close_waits_for_the_first():
