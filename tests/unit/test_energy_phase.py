@@ -14,7 +14,7 @@ from warpk.evaluator import energy_phase as ep
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict
 from warpk.evaluator.energy import ReferenceEnergies
-from warpk.evaluator.steps import Correctness, Steps
+from warpk.evaluator.steps import Correctness, Steps, Work
 from warpk.evaluator.timing_phase import Timing
 from warpk.telemetry import MeterError, MeterSettings, NvmlEnergyMeter
 
@@ -129,6 +129,28 @@ def test_the_floor_of_energy_batches_is_fastest_against_fastest():
     assert ep.confirmed_call_ms(ref_ms, new_ms, 9.0) == pytest.approx(3.5)
     assert ep.confirmed_call_ms((3.0,), (2.0,), 0.4) == 0.0  # noise swamps the compute: no floor
     assert ep.confirmed_call_ms((1.0, 1.1), (0.6, 0.65), 0.8) == pytest.approx(0.4)
+    # red team round 23: a candidate that delivers faster in its own process than the reference's
+    # harness lowers the estimate; the physical floor stays
+    assert ep.confirmed_call_ms((3.0,), (2.0,), 0.4, physical_ms=0.16) == pytest.approx(0.16)
+    assert ep.confirmed_call_ms(ref_ms, new_ms, 0.4, physical_ms=0.16) == pytest.approx(0.9)
+
+
+def test_the_physical_floor_is_the_rooflines_and_absent_without_peaks():
+    work = Work(flops=2e9, min_bytes=512 * 2**20, io_bytes=512 * 2**20)  # a 256 MiB softmax-like call
+    spec = wire.EnergySpec(1.0, 3, 0.3, 0.01, None, peak_tflops=989.0, mem_bandwidth_gb_s=3350.0)
+    assert ep.physical_floor_ms(work, spec) == pytest.approx(512 * 2**20 / 3350e9 * 1e3)  # bytes bound
+    gemm = Work(flops=137e9, min_bytes=320 * 2**20, io_bytes=64 * 2**20)
+    assert ep.physical_floor_ms(gemm, spec) == pytest.approx(137e9 / 989e12 * 1e3)  # FLOPs bound
+    assert ep.physical_floor_ms(work, wire.EnergySpec(1.0, 3, 0.3)) == 0.0
+
+
+def test_the_reference_call_for_the_floor_is_the_fastest_of_three_on_fresh_inputs():
+    import time
+
+    waits, drawn, synced = iter([0.03, 0.002, 0.01]), [], []
+    ms = ep.reference_call_ms(lambda inputs: time.sleep(next(waits)), lambda seed: drawn.append(seed) or [1],
+                              lambda: synced.append(1))
+    assert 2.0 <= ms < 10.0 and len(drawn) == 1 and len(synced) == 3
 
 
 def test_a_meter_failure_is_a_reason_never_energy_and_a_device_fault_propagates():

@@ -442,6 +442,28 @@ def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypat
     assert sandbox._toolchain_prefixes() == [sandbox.Path("/opt/gcc-13")]
 
 
+def test_a_home_or_a_folder_above_a_private_one_on_sys_path_is_never_mounted(monkeypatch, tmp_path):
+    """Red team round 23: a script run from ~ put all of ~ on sys.path (the cache's build locks,
+    ~/.ssh), and a folder above $TMPDIR covered the run's pool gate. A venv inside ~ stays."""
+    from warpk.evaluator import sandbox
+
+    home = tmp_path / "home"
+    venv_site = home / "proj" / ".venv" / "lib" / "site-packages"
+    scratch = tmp_path / "scratch"
+    for folder in (venv_site, scratch / "tmp"):
+        folder.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(scratch / "tmp"))
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    monkeypatch.setattr(sandbox.sys, "path", [str(home), str(venv_site), str(scratch), "/tmp", "/"])
+    mounted = sandbox._python_paths()
+    assert venv_site.resolve() in mounted
+    for never in (home, scratch, sandbox.Path("/tmp"), sandbox.Path("/")):
+        assert never.resolve() not in mounted
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    assert str(home) not in sandbox.bwrap_command(None, None)
+
+
 HUGE_TASK = '''import torch
 import torch.nn as nn
 

@@ -88,7 +88,9 @@ class Dispatcher:
         if evaluator.energy in ("nvml", "sampler"):
             self.energy_spec = wire.EnergySpec(hw.min_energy_window_s or 0.0, p.energy_repeats, IDLE_WINDOW_S,
                                                hw.energy_rel_uncertainty,
-                                               p.sampler_addr if evaluator.energy == "sampler" else None)
+                                               p.sampler_addr if evaluator.energy == "sampler" else None,
+                                               max(hw.peak_bf16_tflops, hw.peak_fp32_tflops),
+                                               hw.mem_bandwidth_gb_s)
         self.env = {"MAX_JOBS": "4"}
         if hw.cuda_arch:
             self.env["TORCH_CUDA_ARCH_LIST"] = hw.cuda_arch

@@ -147,6 +147,9 @@ class EnergySpec:
     idle_window_s: float
     rel_uncertainty: float = 0.0  # stop once both sides are this precise (0: exactly `repeats`)
     sampler_addr: str | None = None  # None: NVML read here
+    # the profile's best peaks (warpk.evaluator.roofline): the energy batches' physical floor
+    peak_tflops: float = 0.0
+    mem_bandwidth_gb_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, OOM_SCORE_ADJ, ResourceGroup, enter_limits
 from warpk.evaluator.seccomp import seccomp_fd
 from warpk.paths import REPO as PROJECT_ROOT
+from warpk.paths import covers_private, private_folders
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
@@ -182,16 +183,14 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/a
 def _python_paths() -> list[Path]:
     """Folders of this Python installation (interpreter, stdlib, site-packages, a venv). Inside
     the project tree only a venv or site-packages qualifies (only `warpk` is mounted of the rest).
-    Never / or the host's /tmp (a script run from /tmp puts it on sys.path): it would expose every
-    other run's files and cover the sandbox's own /tmp, where the worker's working dir is."""
+    Never a private folder or one above it (warpk.paths.private_folders: /, /tmp, ~, ...)."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
     paths |= {Path(p) for p in sys.path if p and os.path.isdir(p)}
     prefix = Path(sys.prefix).resolve()
-    covering = {Path("/"), *SANDBOX_HOME.parents, Path(tempfile.gettempdir()).resolve()}
 
     def allowed(p: Path) -> bool:
         inside = p == PROJECT_ROOT or PROJECT_ROOT in p.parents
-        if p in covering:
+        if covers_private(p):  # / and /tmp (where the sandbox's own home is) among them
             return False
         return not inside or p == prefix or prefix in p.parents or "site-packages" in p.parts
 
@@ -226,9 +225,7 @@ def _toolchain_prefixes() -> list[Path]:
     project tree, the host's temp folder or a folder above one (a `pip install --user` ninja
     would expose all of ~)."""
     system = [Path(d) for d in SYSTEM_DIRS]
-    # the host's temp folder holds the run's pool gate and other runs' files (red team round 22)
-    private = [Path.home().resolve(), Path("/home"), Path("/root"), PROJECT_ROOT,
-               Path(tempfile.gettempdir()).resolve()]
+    private = [*private_folders(), PROJECT_ROOT]  # the temp folder: red team round 22
     found = set()
     for name in (*TOOLCHAIN, os.environ.get("CC"), os.environ.get("CXX")):
         path = shutil.which(name) if name else None
@@ -263,7 +260,7 @@ def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None
     if os.path.isdir("/sys/fs/cgroup"):  # /sys carries the host's cgroup tree: every sandbox's state
         cmd += ["--size", "4096", "--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"]
     cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if cuda and not cuda.startswith("/usr/"):
+    if cuda and not cuda.startswith("/usr/") and not covers_private(Path(cuda).resolve()):
         _mount(cuda, cmd)
         mounted.append(cuda)
     for folder in [*_python_paths(), *_toolchain_prefixes()]:

@@ -216,14 +216,12 @@ class Session(Link):
             check_correct(self.torch, ref_out, out, s, where)
 
         big = io_bytes > BIG_IO_BYTES
+        self.clean_ref_ms = self.ref_call_s * 1e3  # the energy floor's (energy_phase.reference_call_ms)
         with self.pool.hold():  # no compile sandbox runs meanwhile (pool_gate)
+            if self.request.energy is not None and self.dev.cuda and not big:
+                self.clean_ref_ms = ep.reference_call_ms(self.run_reference, self.inputs, self.dev.sync)
             return time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
                                 verify, k, s.timing_batches, big, self.torch)
-
-    def confirmed_call_ms(self) -> float:
-        """The floor of the candidate's energy batches (energy_phase.confirmed_call_ms)."""
-        timed = self.found.timed
-        return ep.confirmed_call_ms(timed.ref_ms, timed.new_ms, self.ref_call_s * 1e3)
 
     def timing_without_candidate(self) -> tuple[float, ...]:
         """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
@@ -318,8 +316,11 @@ class Session(Link):
         if spec is None or not self.dev.cuda:
             return None
         self.phase = "energy"
+        timed = self.found.timed
+        floor_ms = ep.confirmed_call_ms(timed.ref_ms, timed.new_ms, self.clean_ref_ms,
+                                        ep.physical_floor_ms(self.found.work, spec))
         given = ep.CandidateEnergy(
-            draw=self.inputs, reference=self.reference, call_ms=self.confirmed_call_ms(),
+            draw=self.inputs, reference=self.reference, call_ms=floor_ms,
             verify=lambda expected, got, where: check_correct(self.torch, expected, got, self.s, where),
             open_meter=lambda: ep.open_device_meter(self.torch, self.dev, spec), sync=self.dev.sync,
             repeats=spec.repeats, rel_uncertainty=spec.rel_uncertainty, meter_name=ep.meter_name(spec))
