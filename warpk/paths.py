@@ -29,12 +29,15 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("WARPK_CACHE_DIR") or Path.home() / ".cache" / "warpk")
 
 
+KEPT_PRIVATE: set[Path] = set()  # more folders no sandbox may see whole (an evaluator's cache_dir)
+
+
 def private_folders() -> list[Path]:
     """Host folders no sandbox may see whole: homes, /tmp (each sandbox's own home lies there) and
-    the host's temp folder (the run's pool gate, other runs' files), and the evaluator's default
-    cache (builds, results, their locks)."""
+    the host's temp folder (the run's pool gate, other runs' files), and the evaluator's caches
+    (builds, results, their locks: the default one and any in KEPT_PRIVATE)."""
     return [Path.home().resolve(), Path("/home"), Path("/root"), Path("/tmp"),
-            Path(tempfile.gettempdir()).resolve(), default_cache_dir().resolve()]
+            Path(tempfile.gettempdir()).resolve(), default_cache_dir().resolve(), *sorted(KEPT_PRIVATE)]
 
 
 def covers_private(path: Path) -> bool:

@@ -455,13 +455,22 @@ def test_a_home_or_a_folder_above_a_private_one_on_sys_path_is_never_mounted(mon
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TMPDIR", str(scratch / "tmp"))
     monkeypatch.setattr(sandbox.tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
-    monkeypatch.setattr(sandbox.sys, "path", [str(home), str(venv_site), str(scratch), "/tmp", "/"])
+    workspace = tmp_path / "workspace"  # `cd /workspace && python -m warpk` (round 24): every run's outputs
+    workspace.mkdir()
+    on_path = [home, venv_site, scratch, workspace, "/tmp", "/"]
+    monkeypatch.setattr(sandbox.sys, "path", [str(p) for p in on_path])
     mounted = sandbox._python_paths()
     assert venv_site.resolve() in mounted
-    for never in (home, scratch, sandbox.Path("/tmp"), sandbox.Path("/")):
+    for never in (home, scratch, workspace, sandbox.Path("/tmp"), sandbox.Path("/")):
         assert never.resolve() not in mounted
     monkeypatch.setenv("CUDA_HOME", str(home))
     assert str(home) not in sandbox.bwrap_command(None, None)
+    # an evaluator's configured cache is private too: a compiler installed above it is not mounted
+    from warpk import paths
+
+    monkeypatch.setattr(paths, "KEPT_PRIVATE", {(tmp_path / "opt" / "cache").resolve()})
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(tmp_path / "opt" / "bin" / name))
+    assert sandbox._toolchain_prefixes() == []
 
 
 HUGE_TASK = '''import torch

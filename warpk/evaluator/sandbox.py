@@ -181,20 +181,20 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/a
 
 
 def _python_paths() -> list[Path]:
-    """Folders of this Python installation (interpreter, stdlib, site-packages, a venv). Inside
-    the project tree only a venv or site-packages qualifies (only `warpk` is mounted of the rest).
-    Never a private folder or one above it (warpk.paths.private_folders: /, /tmp, ~, ...)."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
-    paths |= {Path(p) for p in sys.path if p and os.path.isdir(p)}
-    prefix = Path(sys.prefix).resolve()
+    """Folders of this Python installation: its prefixes (a venv and its base interpreter) and
+    the sys.path entries inside one or named site-/dist-packages. Never the working folder or a
+    script's folder (`python -m` puts the working folder on sys.path: run from above the project,
+    it showed every run's outputs: red team round 24), never a private folder or one above it
+    (warpk.paths.private_folders: /, /tmp, ~, the cache)."""
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
 
-    def allowed(p: Path) -> bool:
-        inside = p == PROJECT_ROOT or PROJECT_ROOT in p.parents
-        if covers_private(p):  # / and /tmp (where the sandbox's own home is) among them
-            return False
-        return not inside or p == prefix or prefix in p.parents or "site-packages" in p.parts
+    def installed(p: Path) -> bool:
+        packages = {"site-packages", "dist-packages"} & set(p.parts)
+        return any(p == q or q in p.parents for q in prefixes) or bool(packages)
 
-    return sorted(p for p in {q.resolve() for q in paths} if allowed(p))
+    paths = prefixes | {Path(os.path.realpath(sys.executable)).parent}
+    paths |= {q for q in (Path(p).resolve() for p in sys.path if p and os.path.isdir(p)) if installed(q)}
+    return sorted(p for p in paths if not covers_private(p))
 
 
 def _interpreter_binds(mounted: list[str]) -> list[str]:
