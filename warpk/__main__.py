@@ -177,7 +177,7 @@ def preflight(argv: list[str], gpu_names: list[str] | None = None) -> str | None
                 config = compose_job(lambda ov: compose("config", overrides=ov), list(job), gpu_names)
                 require_wandb(config.logger)
                 if config.stage in EVALUATING_STAGES:
-                    resolve_sandbox(config.evaluate.sandbox)
+                    resolve_sandbox(config.evaluate.sandbox, config.evaluate.cache_dir or None)
                 if config.tasks.source == "synthetic":
                     synthetic_settings(config.tasks)  # its vocabulary names known ops
                 if config.stage == "train":
@@ -244,7 +244,7 @@ def main(cfg: DictConfig) -> float:
         if config.stage in EVALUATING_STAGES:
             resolve_energy(config.evaluate.energy, config.hardware.device, config.hardware.name,
                            sampler_addr=config.evaluate.sampler_addr)
-            resolve_sandbox(config.evaluate.sandbox)
+            resolve_sandbox(config.evaluate.sandbox, config.evaluate.cache_dir or None)
         if config.stage == "train":
             require_processes(config.train.processes, config.hardware.device)
     except (ConfigError, HardwareError, StageUnavailable, SandboxUnavailable) as err:

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import REPO
 from tests.unit.test_sandbox import SOFTMAX, _hardware
 from warpk.config import EvaluateConfig
-from warpk.evaluator import EvalItem, Evaluator, HarnessFailure, sandbox
+from warpk.evaluator import EvalItem, Evaluator, HarnessFailure, mounts, sandbox
 from warpk.evaluator import lane as lane_module
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR
@@ -143,15 +143,27 @@ def test_a_script_run_from_tmp_never_mounts_the_hosts_tmp(monkeypatch):
 def test_an_interpreter_outside_every_mount_is_mounted_as_that_file(monkeypatch):
     monkeypatch.setattr(sandbox.sys, "prefix", "/usr")
     monkeypatch.setattr(sandbox.sys, "executable", "/srv/tools/python3")
-    assert sandbox._interpreter_binds(["/usr", "/srv/tools"]) == []
-    assert sandbox._interpreter_binds(["/usr", "/srv/other"]) == ["--ro-bind", "/srv/tools/python3",
-                                                                  "/srv/tools/python3"]
+    assert mounts.interpreter_binds(["/usr", "/srv/tools"]) == []
+    assert mounts.interpreter_binds(["/usr", "/srv/other"]) == ["--ro-bind", "/srv/tools/python3",
+                                                                "/srv/tools/python3"]
+
+
+def test_a_venv_whose_symlink_resolves_to_a_private_folder_is_not_bound(tmp_path, monkeypatch):
+    """Red team round 25: a venv at $HOME reached through /home/u -> /nfs/u mounted all of ~."""
+    home = tmp_path / "nfs-home"
+    home.mkdir()
+    link = tmp_path / "home-link"
+    link.symlink_to(home, target_is_directory=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(sandbox.sys, "prefix", str(link))
+    monkeypatch.setattr(sandbox.sys, "executable", "/usr/bin/python3")
+    assert mounts.interpreter_binds(["/usr"]) == []
 
 
 def test_a_preflight_that_cannot_start_the_worker_refuses_in_one_line(monkeypatch):
     monkeypatch.setattr(sandbox.sys, "executable", "/nonexistent/venv/bin/python")
     sandbox.worker_start_failure.cache_clear()
-    sandbox.resolve_sandbox.cache_clear()
+    sandbox._resolve_sandbox.cache_clear()
     try:
         with pytest.raises(sandbox.SandboxUnavailable) as refused:
             sandbox.resolve_sandbox("process")
@@ -161,4 +173,4 @@ def test_a_preflight_that_cannot_start_the_worker_refuses_in_one_line(monkeypatc
         assert "No such file or directory" in line
     finally:
         sandbox.worker_start_failure.cache_clear()
-        sandbox.resolve_sandbox.cache_clear()
+        sandbox._resolve_sandbox.cache_clear()

@@ -21,6 +21,7 @@ import yaml
 from tests.conftest import REPO
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator
+from warpk.evaluator import sandbox as sandbox_module
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
 from warpk.evaluator.sandbox import SANDBOX_HOME, SCRATCH_LIMIT_BYTES, bwrap_command, resolve_sandbox
 from warpk.tasks import load_task_file
@@ -110,14 +111,14 @@ def test_auto_resolves_to_bwrap_here():
 
 
 def test_no_bwrap_refuses_to_evaluate_and_says_what_to_do(monkeypatch):
-    resolve_sandbox.cache_clear()
+    sandbox_module._resolve_sandbox.cache_clear()
     monkeypatch.setenv("PATH", "/nonexistent")
     try:
         with pytest.raises(Exception, match="evaluate.sandbox=process"):
             resolve_sandbox("auto")
         assert resolve_sandbox("process") == "process"
     finally:
-        resolve_sandbox.cache_clear()
+        sandbox_module._resolve_sandbox.cache_clear()
 
 
 def test_the_bwrap_command_mounts_only_what_python_needs():
@@ -426,7 +427,7 @@ def test_a_timer_lie_on_the_gpu_gains_nothing():
 def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypatch):
     """A cluster's gcc in /opt is mounted (read-only) for load_inline; a `pip install --user`
     ninja in ~/.local, a compiler in the project tree or in /tmp would expose private files: never."""
-    from warpk.evaluator import sandbox
+    from warpk.evaluator import mounts, sandbox
 
     home = sandbox.Path.home().resolve()
     found = {
@@ -437,15 +438,19 @@ def test_compiler_prefixes_are_mounted_but_never_a_home_or_the_project(monkeypat
         "cc": str(sandbox.PROJECT_ROOT.parent / "bin" / "cc"),  # its prefix is above the project
         # the host's temp folder holds the run's pool gate (red team round 22)
         "c++": str(sandbox.Path(sandbox.tempfile.gettempdir()).resolve() / "bin" / "c++"),
+        "relcc": "bin/relcc",  # $CC found through a relative PATH entry (round 25): `--ro-bind . .`
     }
+    monkeypatch.setenv("CC", "relcc")
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: found.get(name))
-    assert sandbox._toolchain_prefixes() == [sandbox.Path("/opt/gcc-13")]
+    assert mounts.toolchain_prefixes() == [sandbox.Path("/opt/gcc-13")]
 
 
 def test_a_home_or_a_folder_above_a_private_one_on_sys_path_is_never_mounted(monkeypatch, tmp_path):
     """Red team round 23: a script run from ~ put all of ~ on sys.path (the cache's build locks,
     ~/.ssh), and a folder above $TMPDIR covered the run's pool gate. A venv inside ~ stays."""
-    from warpk.evaluator import sandbox
+    import site
+
+    from warpk.evaluator import mounts, sandbox
 
     home = tmp_path / "home"
     venv_site = home / "proj" / ".venv" / "lib" / "site-packages"
@@ -459,18 +464,27 @@ def test_a_home_or_a_folder_above_a_private_one_on_sys_path_is_never_mounted(mon
     workspace.mkdir()
     on_path = [home, venv_site, scratch, workspace, "/tmp", "/"]
     monkeypatch.setattr(sandbox.sys, "path", [str(p) for p in on_path])
-    mounted = sandbox._python_paths()
+    mounted = mounts.python_paths()
     assert venv_site.resolve() in mounted
     for never in (home, scratch, workspace, sandbox.Path("/tmp"), sandbox.Path("/")):
         assert never.resolve() not in mounted
     monkeypatch.setenv("CUDA_HOME", str(home))
     assert str(home) not in sandbox.bwrap_command(None, None)
+    # round 25: a .pth's folder (an editable install) is mounted, unless it is a private one
+    checkout, sitedir = tmp_path / "src" / "mylib", tmp_path / "site"
+    checkout.mkdir(parents=True)
+    sitedir.mkdir()
+    (sitedir / "mylib.pth").write_text(f"{checkout}\nimport os\n{home}\n# {scratch}\n")
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(sitedir)])
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(tmp_path / "nowhere"))
+    mounted = mounts.python_paths()
+    assert checkout.resolve() in mounted and home.resolve() not in mounted
     # an evaluator's configured cache is private too: a compiler installed above it is not mounted
     from warpk import paths
 
     monkeypatch.setattr(paths, "KEPT_PRIVATE", {(tmp_path / "opt" / "cache").resolve()})
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(tmp_path / "opt" / "bin" / name))
-    assert sandbox._toolchain_prefixes() == []
+    assert mounts.toolchain_prefixes() == []
 
 
 HUGE_TASK = '''import torch

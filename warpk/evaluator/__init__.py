@@ -47,7 +47,6 @@ from warpk.evaluator.resources import say_if_unavailable
 from warpk.evaluator.sandbox import resolve_sandbox
 from warpk.evaluator.static import backend_of, check_tree
 from warpk.hardware import resolve_energy, usable_cores
-from warpk.paths import KEPT_PRIVATE
 from warpk.records import EvalRecord
 from warpk.tasks import Task
 
@@ -104,11 +103,11 @@ class Evaluator:
         self.shape = resolve_shape(shape, hardware)
         self.energy = resolve_energy(protocol.energy, hardware.device, hardware.name,
                                      sampler_addr=protocol.sampler_addr)
-        self.sandbox = resolve_sandbox(protocol.sandbox)
+        self.cache_dir = Path(protocol.cache_dir) if protocol.cache_dir else default_cache_dir()
+        # private (no sandbox mounts it: red team round 24) before the preflight (round 25)
+        self.sandbox = resolve_sandbox(protocol.sandbox, self.cache_dir)
         say_if_unavailable()  # the cgroup limits (warpk.evaluator.resources); records say which
         self.seed = seed
-        self.cache_dir = Path(protocol.cache_dir) if protocol.cache_dir else default_cache_dir()
-        KEPT_PRIVATE.add(self.cache_dir.resolve())  # no sandbox mounts it (red team round 24)
         self.cache = ResultCache(self.cache_dir, protocol.result_cache)
         self.lanes = lanes if lanes is not None else self._default_lanes()
         cores = usable_cores()

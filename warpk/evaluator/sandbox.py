@@ -90,10 +90,11 @@ from pathlib import Path
 
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
+from warpk.evaluator.mounts import host_folders, mount
 from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, OOM_SCORE_ADJ, ResourceGroup, enter_limits
 from warpk.evaluator.seccomp import seccomp_fd
+from warpk.paths import KEPT_PRIVATE, private_folders
 from warpk.paths import REPO as PROJECT_ROOT
-from warpk.paths import covers_private, private_folders
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
@@ -120,10 +121,18 @@ class Limits:
     cores: tuple[int, ...] = ()  # its cpuset (a lane's cores; none for a compile worker)
 
 
-@functools.cache
-def resolve_sandbox(requested: str) -> str:
+def resolve_sandbox(requested: str, cache_dir: str | Path | None = None) -> str:
     """'bwrap' or 'process' for evaluate.sandbox=auto|bwrap|process, once the real worker entry
-    has started in it (`worker_start_failure`); raises SandboxUnavailable with what to do."""
+    has started in it (`worker_start_failure`); raises SandboxUnavailable with what to do.
+    `cache_dir` (an evaluator's) becomes private first, so the preflight sees the mounts the
+    candidates will get (red team round 25); it runs again whenever the private folders change."""
+    if cache_dir is not None:
+        KEPT_PRIVATE.add(Path(cache_dir).resolve())
+    return _resolve_sandbox(requested, frozenset(private_folders()))
+
+
+@functools.cache
+def _resolve_sandbox(requested: str, private: frozenset) -> str:
     mode = "process" if requested == "process" else "bwrap"
     if mode == "bwrap" and shutil.which("bwrap") is None:
         raise SandboxUnavailable(
@@ -131,7 +140,7 @@ def resolve_sandbox(requested: str) -> str:
             "bubblewrap`) or pass evaluate.sandbox=process to run candidates without OS isolation "
             "(weaker: see warpk/evaluator/sandbox.py)"
         )
-    why = worker_start_failure(mode)
+    why = worker_start_failure(mode, private)
     if why is None:
         return mode
     where = "in the bwrap sandbox" if mode == "bwrap" else "as a plain process"
@@ -145,10 +154,11 @@ def resolve_sandbox(requested: str) -> str:
 
 
 @functools.cache
-def worker_start_failure(mode: str) -> str | None:
+def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | None:
     """None if this interpreter starts the worker's imports inside the real `mode` sandbox (the
-    command line, environment and interpreter path every worker gets), else the last line it
-    wrote. Its output is read from a pipe: it runs no candidate code."""
+    command line, environment and interpreter path every worker gets, with these `private`
+    folders), else the last line it wrote. Its output is read from a pipe: it runs no candidate
+    code."""
     host_home = None if mode == "bwrap" else Path(tempfile.mkdtemp(prefix="warpk-preflight-"))
     home = host_home or SANDBOX_HOME
     filter_fd = seccomp_fd() if mode == "bwrap" else None
@@ -173,106 +183,18 @@ def worker_start_failure(mode: str) -> str | None:
     return (" ".join(lines[-1].split())[-300:] if lines else "") or f"exit code {done.returncode}"
 
 
-# What the sandbox's otherwise empty, read-only root holds: the system's programs and libraries
-# (the compilers and CUDA for load_inline), the few /etc files they read, and /sys (read-only).
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
-ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-             "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
-
-
-def _python_paths() -> list[Path]:
-    """Folders of this Python installation: its prefixes (a venv and its base interpreter) and
-    the sys.path entries inside one or named site-/dist-packages. Never the working folder or a
-    script's folder (`python -m` puts the working folder on sys.path: run from above the project,
-    it showed every run's outputs: red team round 24), never a private folder or one above it
-    (warpk.paths.private_folders: /, /tmp, ~, the cache)."""
-    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-
-    def installed(p: Path) -> bool:
-        packages = {"site-packages", "dist-packages"} & set(p.parts)
-        return any(p == q or q in p.parents for q in prefixes) or bool(packages)
-
-    paths = prefixes | {Path(os.path.realpath(sys.executable)).parent}
-    paths |= {q for q in (Path(p).resolve() for p in sys.path if p and os.path.isdir(p)) if installed(q)}
-    return sorted(p for p in paths if not covers_private(p))
-
-
-def _interpreter_binds(mounted: list[str]) -> list[str]:
-    """Binds that make `sys.executable` exist in the sandbox at the path this process runs it by.
-    A venv reached through a symlink (/scratch/env -> /data/envs/x) is mounted only resolved by
-    `_python_paths`, but its python must be run as /scratch/env/bin/python to find pyvenv.cfg
-    beside it (run resolved, it is the bare base interpreter, without the venv's packages): so
-    the venv (any prefix reached through a symlink) is mounted at that path too. An interpreter
-    that no mounted folder holds at its path (~/bin/python -> /usr/bin/python3.11) is mounted as
-    that one file."""
-    binds = []
-    prefix = os.path.abspath(sys.prefix)
-    if os.path.realpath(prefix) != prefix:
-        binds += ["--ro-bind", os.path.realpath(prefix), prefix]
-        mounted = [*mounted, prefix]
-    python = os.path.abspath(sys.executable)
-    if not any(python.startswith(folder.rstrip("/") + "/") for folder in mounted):
-        binds += ["--ro-bind", python, python]
-    return binds
-
-
-TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
-
-
-def _toolchain_prefixes() -> list[Path]:
-    """Install prefixes (.../bin/g++ -> ...) of the compilers on PATH, $CC and $CXX that lie
-    outside the system folders: load_inline needs them in the sandbox. Never a home folder, the
-    project tree, the host's temp folder or a folder above one (a `pip install --user` ninja
-    would expose all of ~)."""
-    system = [Path(d) for d in SYSTEM_DIRS]
-    private = [*private_folders(), PROJECT_ROOT]  # the temp folder: red team round 22
-    found = set()
-    for name in (*TOOLCHAIN, os.environ.get("CC"), os.environ.get("CXX")):
-        path = shutil.which(name) if name else None
-        for candidate in {Path(path), Path(os.path.realpath(path))} if path else ():
-            prefix = candidate.parent.parent
-            above = [prefix, *prefix.parents]
-            if prefix == Path("/") or any(d in above for d in system):
-                continue
-            if any(p in above or prefix in p.parents for p in private):
-                continue  # inside a private folder, or above one
-            found.add(prefix)
-    return sorted(found)
-
-
-def _mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
-    """Mount a host path at the same place (a symlink, e.g. /bin -> usr/bin, stays a symlink)."""
-    if os.path.islink(path) and mode == "--ro-bind":
-        cmd += ["--symlink", os.readlink(path), path]
-    elif os.path.exists(path):
-        cmd += [mode, path, path]
-
-
 def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None = None) -> list[str]:
     """The bubblewrap command line that runs a worker (see the module doc): it starts in
     SANDBOX_HOME, on the sandbox's own capped tmpfs; `filter_fd` (seccomp_fd) goes to the
     child in pass_fds."""
     cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--tmpfs", "/tmp"]  # first: the project,
     cmd += ["--dir", str(SANDBOX_HOME)]  # the venv or caches may live under /tmp (mounted next)
-    mounted = [*SYSTEM_DIRS, *ETC_FILES]
-    for path in mounted:
-        _mount(path, cmd)
-    if os.path.isdir("/sys/fs/cgroup"):  # /sys carries the host's cgroup tree: every sandbox's state
-        cmd += ["--size", "4096", "--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"]
-    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if cuda and not cuda.startswith("/usr/") and not covers_private(Path(cuda).resolve()):
-        _mount(cuda, cmd)
-        mounted.append(cuda)
-    for folder in [*_python_paths(), *_toolchain_prefixes()]:
-        _mount(str(folder), cmd)
-        mounted.append(str(folder))
-    cmd += _interpreter_binds(mounted)
-    _mount(str(PACKAGE_DIR), cmd)
+    cmd += host_folders(PACKAGE_DIR)  # warpk.evaluator.mounts: what of the host it sees
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     if gpu:
         nodes = [f"nvidia{int(i)}" for i in gpu.split(",")] + list(NVIDIA_SHARED_NODES)
         for node in nodes:
-            _mount(f"/dev/{node}", cmd, "--dev-bind")
+            mount(f"/dev/{node}", cmd, "--dev-bind")
     if build_dir is not None:
         cmd += ["--bind", str(build_dir), str(build_dir)]
     cmd += ["--chdir", str(SANDBOX_HOME), "--remount-ro", "/"]

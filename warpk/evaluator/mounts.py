@@ -1,0 +1,142 @@
+"""What of the host a bwrap sandbox sees: the folders `host_folders` mounts read-only.
+
+The system's programs and libraries (/usr, /bin, /lib..., read-only /sys), the few /etc files
+they read, this Python installation, the install prefixes of the compilers on PATH and CUDA_HOME,
+and the `warpk` package. Never a private folder (warpk.paths.private_folders: ~, /home, /root,
+/tmp, the host's temp folder with the run's pool gate, the evaluator's caches) or a folder above
+one, never the working folder or a script's folder (red team rounds 22-25).
+
+Python installation: its prefixes (a venv and its base interpreter), the resolved executable's
+folder, the sys.path entries that lie inside a prefix or are named site-/dist-packages, and the
+folders the site-packages' .pth files add (editable installs, `conda develop`). Not the working
+or a script's folder (`python -m warpk` from above the project mounted every run's outputs),
+not a $PYTHONPATH folder of another kind.
+
+Non-goals: no sandbox command line beyond these mounts (warpk.evaluator.sandbox).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from warpk.paths import REPO as PROJECT_ROOT
+from warpk.paths import covers_private, private_folders
+
+# What the sandbox's otherwise empty, read-only root holds: the system's programs and libraries
+# (the compilers and CUDA for load_inline), the few /etc files they read, and /sys (read-only).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+             "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
+TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
+
+
+def host_folders(package_dir: Path) -> list[str]:
+    """bwrap arguments mounting what a worker needs of the host (see the module doc)."""
+    cmd: list[str] = []
+    mounted = [*SYSTEM_DIRS, *ETC_FILES]
+    for path in mounted:
+        mount(path, cmd)
+    if os.path.isdir("/sys/fs/cgroup"):  # /sys carries the host's cgroup tree: every sandbox's state
+        cmd += ["--size", "4096", "--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"]
+    cuda = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda and not cuda.startswith("/usr/") and not covers_private(Path(cuda).resolve()):
+        mount(cuda, cmd)
+        mounted.append(cuda)
+    for folder in [*python_paths(), *toolchain_prefixes()]:
+        mount(str(folder), cmd)
+        mounted.append(str(folder))
+    cmd += interpreter_binds(mounted)
+    mount(str(package_dir), cmd)
+    return cmd
+
+
+def python_paths() -> list[Path]:
+    """Folders of this Python installation (see the module doc), none covering a private one or
+    the project (only `warpk` is mounted of it, apart from a venv or site-packages inside)."""
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+
+    def installed(p: Path) -> bool:
+        packages = {"site-packages", "dist-packages"} & set(p.parts)
+        return any(p == q or q in p.parents for q in prefixes) or bool(packages)
+
+    paths = prefixes | {Path(os.path.realpath(sys.executable)).parent}
+    paths |= {q for q in (Path(p).resolve() for p in sys.path if p and os.path.isdir(p)) if installed(q)}
+    paths |= pth_paths()
+    project = {PROJECT_ROOT, *PROJECT_ROOT.parents}  # the project itself, or a folder above it
+    return sorted(p for p in paths if not covers_private(p) and p not in project)
+
+
+def pth_paths() -> set[Path]:
+    """Folders the site machinery's .pth files add to sys.path (editable installs, `conda
+    develop`; round 25: without them such packages were missing in the sandbox)."""
+    import site
+
+    sitedirs = [*site.getsitepackages(), site.getusersitepackages()]
+    found = set()
+    for sitedir in (Path(d) for d in sitedirs if os.path.isdir(d)):
+        for pth in sitedir.glob("*.pth"):
+            try:
+                lines = pth.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in (ln.strip() for ln in lines):
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    folder = (sitedir / line).resolve()
+                    if folder.is_dir():
+                        found.add(folder)
+    return found
+
+
+def interpreter_binds(mounted: list[str]) -> list[str]:
+    """Binds that make `sys.executable` exist in the sandbox at the path this process runs it by.
+    A venv reached through a symlink (/scratch/env -> /data/envs/x) is mounted only resolved by
+    `python_paths`, but its python must be run as /scratch/env/bin/python to find pyvenv.cfg
+    beside it (run resolved, it is the bare base interpreter, without the venv's packages): so
+    the venv (any prefix reached through a symlink) is mounted at that path too, unless what it
+    resolves to is a private folder or above one (round 25: a venv at $HOME through /home/u ->
+    /nfs/u mounted all of ~). An interpreter that no mounted folder holds at its path
+    (~/bin/python -> /usr/bin/python3.11) is mounted as that one file."""
+    binds = []
+    prefix = os.path.abspath(sys.prefix)
+    resolved = os.path.realpath(prefix)
+    if resolved != prefix and not covers_private(Path(resolved)):
+        binds += ["--ro-bind", resolved, prefix]
+        mounted = [*mounted, prefix]
+    python = os.path.abspath(sys.executable)
+    if not any(python.startswith(folder.rstrip("/") + "/") for folder in mounted):
+        binds += ["--ro-bind", python, python]
+    return binds
+
+
+def toolchain_prefixes() -> list[Path]:
+    """Install prefixes (.../bin/g++ -> ...) of the compilers on PATH, $CC and $CXX that lie
+    outside the system folders: load_inline needs them in the sandbox. Never one inside or above
+    a private folder or the project (a `pip install --user` ninja would expose all of ~; one in the
+    temp folder, the pool gate), never a relative one (a relative PATH entry: `--ro-bind . .`)."""
+    system = [Path(d) for d in SYSTEM_DIRS]
+    private = [*private_folders(), PROJECT_ROOT]
+    found = set()
+    for name in (*TOOLCHAIN, os.environ.get("CC"), os.environ.get("CXX")):
+        path = shutil.which(name) if name else None
+        if not path or not os.path.isabs(path):
+            continue
+        for candidate in {Path(path), Path(os.path.realpath(path))}:
+            prefix = candidate.parent.parent
+            above = [prefix, *prefix.parents]
+            if prefix == Path("/") or any(d in above for d in system):
+                continue
+            if any(p in above or prefix in p.parents for p in private):
+                continue  # inside a private folder, or above one
+            found.add(prefix)
+    return sorted(found)
+
+
+def mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
+    """Mount a host path at the same place (a symlink, e.g. /bin -> usr/bin, stays a symlink)."""
+    if os.path.islink(path) and mode == "--ro-bind":
+        cmd += ["--symlink", os.readlink(path), path]
+    elif os.path.exists(path):
+        cmd += [mode, path, path]
