@@ -479,11 +479,24 @@ def test_a_home_or_a_folder_above_a_private_one_on_sys_path_is_never_mounted(mon
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(tmp_path / "nowhere"))
     mounted = mounts.python_paths()
     assert checkout.resolve() in mounted and home.resolve() not in mounted
+    # round 26: a .pth line through a symlink is bound where Python will look for it, and a .pth
+    # that cannot be read (a FIFO, a loop) is skipped, as site skips it
+    (tmp_path / "ws").symlink_to(tmp_path / "src", target_is_directory=True)
+    (sitedir / "viaws.pth").write_text(f"{tmp_path / 'ws' / 'mylib'}\n")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (sitedir / "loop.pth").write_text(f"{tmp_path / 'loop'}\n")
+    os.mkfifo(sitedir / "fifo.pth")
+    binds = " ".join(mounts.host_folders(sandbox.PACKAGE_DIR))
+    assert f"--ro-bind {checkout.resolve()} {tmp_path / 'ws' / 'mylib'}" in binds
     # an evaluator's configured cache is private too: a compiler installed above it is not mounted
     from warpk import paths
 
     monkeypatch.setattr(paths, "KEPT_PRIVATE", {(tmp_path / "opt" / "cache").resolve()})
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(tmp_path / "opt" / "bin" / name))
+    assert mounts.toolchain_prefixes() == []
+    # round 26: ~/bin/gcc named through a symlinked parent (/users -> /nfs) is ~ all the same
+    (tmp_path / "users").symlink_to(tmp_path, target_is_directory=True)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(tmp_path / "users" / "home" / "bin" / name))
     assert mounts.toolchain_prefixes() == []
 
 

@@ -49,6 +49,9 @@ def host_folders(package_dir: Path) -> list[str]:
         mount(str(folder), cmd)
         mounted.append(str(folder))
     cmd += interpreter_binds(mounted)
+    for folder, seen in pth_paths().items():  # a .pth line through a symlink: where Python looks
+        if seen != folder and mountable(folder):
+            cmd += ["--ro-bind", str(folder), str(seen)]
     mount(str(package_dir), cmd)
     return cmd
 
@@ -64,29 +67,36 @@ def python_paths() -> list[Path]:
 
     paths = prefixes | {Path(os.path.realpath(sys.executable)).parent}
     paths |= {q for q in (Path(p).resolve() for p in sys.path if p and os.path.isdir(p)) if installed(q)}
-    paths |= pth_paths()
-    project = {PROJECT_ROOT, *PROJECT_ROOT.parents}  # the project itself, or a folder above it
-    return sorted(p for p in paths if not covers_private(p) and p not in project)
+    paths |= set(pth_paths())
+    return sorted(p for p in paths if mountable(p))
 
 
-def pth_paths() -> set[Path]:
+def mountable(p: Path) -> bool:
+    """Neither private nor above a private folder, nor the project or a folder above it."""
+    return not covers_private(p) and p not in {PROJECT_ROOT, *PROJECT_ROOT.parents}
+
+
+def pth_paths() -> dict[Path, Path]:
     """Folders the site machinery's .pth files add to sys.path (editable installs, `conda
-    develop`; round 25: without them such packages were missing in the sandbox)."""
+    develop`; round 25: without them such packages were missing in the sandbox), resolved, each
+    with the path Python will use for it in the sandbox (round 26: through a symlink, only the
+    resolved one was mounted). A .pth that cannot be read or resolved is skipped, as site does."""
     import site
 
     sitedirs = [*site.getsitepackages(), site.getusersitepackages()]
-    found = set()
+    found: dict[Path, Path] = {}
     for sitedir in (Path(d) for d in sitedirs if os.path.isdir(d)):
         for pth in sitedir.glob("*.pth"):
             try:
-                lines = pth.read_text(errors="replace").splitlines()
-            except OSError:
+                if not pth.is_file():  # a FIFO would block the read
+                    continue
+                for line in (ln.strip() for ln in pth.read_text(errors="replace").splitlines()):
+                    if line and not line.startswith(("#", "import ", "import\t")):
+                        folder = (sitedir / line).resolve()
+                        if folder.is_dir():
+                            found[folder] = Path(os.path.abspath(sitedir / line))
+            except (OSError, RuntimeError, ValueError):  # unreadable, a symlink loop, a NUL byte
                 continue
-            for line in (ln.strip() for ln in lines):
-                if line and not line.startswith(("#", "import ", "import\t")):
-                    folder = (sitedir / line).resolve()
-                    if folder.is_dir():
-                        found.add(folder)
     return found
 
 
@@ -125,12 +135,15 @@ def toolchain_prefixes() -> list[Path]:
             continue
         for candidate in {Path(path), Path(os.path.realpath(path))}:
             prefix = candidate.parent.parent
-            above = [prefix, *prefix.parents]
-            if prefix == Path("/") or any(d in above for d in system):
-                continue
-            if any(p in above or prefix in p.parents for p in private):
-                continue  # inside a private folder, or above one
-            found.add(prefix)
+            # both as named and resolved (round 26: ~/bin with /users -> /nfs named ~ unresolved)
+            for form in {prefix, Path(os.path.realpath(prefix))}:
+                above = [form, *form.parents]
+                if form == Path("/") or any(d in above for d in system):
+                    break
+                if any(p in above or form in p.parents for p in private):
+                    break  # inside a private folder, or above one
+            else:
+                found.add(prefix)
     return sorted(found)
 
 
