@@ -498,6 +498,11 @@ def test_a_home_or_a_folder_above_a_private_one_on_sys_path_is_never_mounted(mon
     (tmp_path / "users").symlink_to(tmp_path, target_is_directory=True)
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(tmp_path / "users" / "home" / "bin" / name))
     assert mounts.toolchain_prefixes() == []
+    # round 27: a prefix that resolves into a system folder is still mounted (as its symlink)
+    monkeypatch.setattr(mounts, "private_folders", lambda: [home.resolve()])  # tmp_path is in /tmp
+    (tmp_path / "cuda").symlink_to("/usr", target_is_directory=True)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(tmp_path / "cuda" / "bin" / name))
+    assert mounts.toolchain_prefixes() == [tmp_path / "cuda"]
 
 
 HUGE_TASK = '''import torch

@@ -50,7 +50,7 @@ def host_folders(package_dir: Path) -> list[str]:
         mounted.append(str(folder))
     cmd += interpreter_binds(mounted)
     for folder, seen in pth_paths().items():  # a .pth line through a symlink: where Python looks
-        if seen != folder and mountable(folder):
+        if seen != folder and mountable(folder) and mountable(seen):  # never over / or /tmp (round 27)
             cmd += ["--ro-bind", str(folder), str(seen)]
     mount(str(package_dir), cmd)
     return cmd
@@ -135,15 +135,15 @@ def toolchain_prefixes() -> list[Path]:
             continue
         for candidate in {Path(path), Path(os.path.realpath(path))}:
             prefix = candidate.parent.parent
-            # both as named and resolved (round 26: ~/bin with /users -> /nfs named ~ unresolved)
-            for form in {prefix, Path(os.path.realpath(prefix))}:
-                above = [form, *form.parents]
-                if form == Path("/") or any(d in above for d in system):
-                    break
-                if any(p in above or form in p.parents for p in private):
-                    break  # inside a private folder, or above one
-            else:
-                found.add(prefix)
+            above = [prefix, *prefix.parents]
+            if prefix == Path("/") or any(d in above for d in system):
+                continue  # mounted already
+            # private as named or resolved (round 26: ~/bin with /users -> /nfs named ~ unresolved);
+            # a prefix resolving into a system folder stays (/opt/cuda -> /usr/local/cuda-12, round 27)
+            forms = [above, [Path(os.path.realpath(prefix)), *Path(os.path.realpath(prefix)).parents]]
+            if any(p in form or form[0] in p.parents for p in private for form in forms):
+                continue  # inside a private folder, or above one
+            found.add(prefix)
     return sorted(found)
 
 
