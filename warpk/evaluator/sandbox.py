@@ -52,7 +52,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   build dir takes, in `process` mode its working dir; kernel or driver
   exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
-  the mounted system folders and /sys reveal, which it can write into its error text; GPU side
+  the mounted system folders, /sys and the mounted Python installation reveal (warpk.evaluator.
+  mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate, a checkout
+  inside /usr: red team round 25), which it can write into its error text; GPU side
   channels (it can read the energy counter through NVML and time its power to the counter's
   updates, which the windows' random phase does not stop) and a kernel left spinning after the
   sandbox died; on a GPU lane its harness packs its outputs into the send buffer, a copy a
@@ -68,11 +70,12 @@ the reference is timed through the same harness in a worker of its own, in this 
   but not change, and kill the trusted worker: a harness failure). Run it on a machine you can
   afford to lose, or at least under bwrap.
 
-Preflight (`resolve_sandbox`, once per process): the real worker entry (torch and
-warpk.evaluator.untrusted imported by this interpreter, by the path this process was started
-with) runs inside the real sandbox command line; where it cannot, evaluation refuses with one
-line (SandboxUnavailable) instead of scoring every candidate `crashed`. A venv reached through a
-symlink is mounted at that path too: its python must be run from there to find pyvenv.cfg.
+Preflight (`resolve_sandbox`, once per process and set of private folders): the real worker
+entry (torch and warpk.evaluator.untrusted imported by this interpreter, by the path this
+process was started with) runs inside the real sandbox command line; where it cannot,
+evaluation refuses with one line (SandboxUnavailable) instead of scoring every candidate
+`crashed`. A venv reached through a symlink is mounted at that path too: its python must be
+run from there to find pyvenv.cfg.
 """
 
 from __future__ import annotations
