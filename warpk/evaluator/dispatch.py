@@ -41,6 +41,7 @@ from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.lane import Lane, compile_candidate
 from warpk.evaluator.link import candidate_text
 from warpk.evaluator.resources import describe, lane_cores
+from warpk.evaluator.roofline import best_peak_tflops
 from warpk.evaluator.sandbox import Limits
 from warpk.records import EvalRecord
 
@@ -89,8 +90,7 @@ class Dispatcher:
             self.energy_spec = wire.EnergySpec(hw.min_energy_window_s or 0.0, p.energy_repeats, IDLE_WINDOW_S,
                                                hw.energy_rel_uncertainty,
                                                p.sampler_addr if evaluator.energy == "sampler" else None,
-                                               max(hw.peak_bf16_tflops, hw.peak_fp32_tflops),
-                                               hw.mem_bandwidth_gb_s)
+                                               best_peak_tflops(hw), hw.mem_bandwidth_gb_s)
         self.env = {"MAX_JOBS": "4"}
         if hw.cuda_arch:
             self.env["TORCH_CUDA_ARCH_LIST"] = hw.cuda_arch

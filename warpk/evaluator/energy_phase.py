@@ -29,6 +29,7 @@ from warpk.evaluator.energy import (
     measure_one,
 )
 from warpk.evaluator.link import one_line
+from warpk.evaluator.roofline import floor_ms
 from warpk.telemetry.lane import lane_fields
 
 ENERGY_INPUT_SETS = 3  # fresh input sets an energy loop cycles through
@@ -157,7 +158,7 @@ def physical_floor_ms(work, spec: wire.EnergySpec) -> float:
     the spec carries no peaks. A candidate cannot move it (the reference's FLOPs and bytes)."""
     if work is None or spec.peak_tflops <= 0 or spec.mem_bandwidth_gb_s <= 0:
         return 0.0
-    return max(work.flops / (spec.peak_tflops * 1e12), work.min_bytes / (spec.mem_bandwidth_gb_s * 1e9)) * 1e3
+    return floor_ms(work.flops, work.min_bytes, spec.peak_tflops, spec.mem_bandwidth_gb_s)
 
 
 class Remote(Protocol):

@@ -14,12 +14,19 @@ from __future__ import annotations
 from warpk.config import HardwareConfig
 
 
+def best_peak_tflops(hardware: HardwareConfig) -> float:
+    """The profile's most generous peak (dense bf16 tensor cores, or fp32 where higher)."""
+    return max(hardware.peak_bf16_tflops, hardware.peak_fp32_tflops)
+
+
+def floor_ms(flops: float, min_bytes: float, peak_tflops: float, mem_bandwidth_gb_s: float) -> float:
+    """Milliseconds the work needs at these peaks (the trusted worker gets them in its EnergySpec)."""
+    return max(flops / (peak_tflops * 1e12), min_bytes / (mem_bandwidth_gb_s * 1e9)) * 1e3
+
+
 def roofline_floor_ms(flops: float, min_bytes: float, hardware: HardwareConfig) -> float:
     """Milliseconds the work needs at the profile's best peak FLOP/s and memory bandwidth."""
-    peak_flops = max(hardware.peak_bf16_tflops, hardware.peak_fp32_tflops) * 1e12
-    compute_s = flops / peak_flops
-    memory_s = min_bytes / (hardware.mem_bandwidth_gb_s * 1e9)
-    return max(compute_s, memory_s) * 1e3
+    return floor_ms(flops, min_bytes, best_peak_tflops(hardware), hardware.mem_bandwidth_gb_s)
 
 
 def implausible_reason(runtime_ms: float, floor_ms: float, hardware: HardwareConfig) -> str | None:
