@@ -14,6 +14,7 @@ worker and the sandboxes are the real ones):
   no-cpuset  no cpuset for the candidate and the reference worker (any core)
   cores-4    4 cores for the lane
   no-spare   no worker started ahead for the next candidate
+  spare-on-lane  the worker started ahead is born on the lane's cores (not the trusted worker's)
   no-memory-max  no memory.max for the candidate's and the reference worker's cgroups (and no
              RSS watch): memory_limit_gb 0 in their Limits
 
@@ -56,6 +57,11 @@ def _worker_without_spare(self, build_dir):
     return UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
 
 
+def _init_spare_on_lane(self, gpu, sandbox, limits, env, free_cores=()):
+    ORIGINAL_INIT(self, gpu, sandbox, limits, env, free_cores)
+    self.spare_limits = limits
+
+
 def _limits_without_memory(memory_limit_gb, *args, **kwargs):
     return ORIGINAL_LIMITS(0.0, *args, **kwargs)
 
@@ -64,6 +70,7 @@ def apply(variant: str) -> None:
     """Patch this process for `variant` (undone by the next call)."""
     dispatch.lane_cores = resources.lane_cores
     lane.Lane._worker = ORIGINAL_WORKER
+    lane.Lane.__init__ = ORIGINAL_INIT
     dispatch.Limits = ORIGINAL_LIMITS
     if variant == "no-cpuset":
         dispatch.lane_cores = lambda index, threads: ()
@@ -71,13 +78,16 @@ def apply(variant: str) -> None:
         dispatch.lane_cores = lambda index, threads: resources.lane_cores(index, 4)
     elif variant == "no-spare":
         lane.Lane._worker = _worker_without_spare
+    elif variant == "spare-on-lane":
+        lane.Lane.__init__ = _init_spare_on_lane
     elif variant == "no-memory-max":
         dispatch.Limits = _limits_without_memory
     elif variant != "default":
-        raise SystemExit(f"unknown variant {variant!r}: default, no-cpuset, cores-4, no-spare, no-memory-max")
+        raise SystemExit(f"unknown variant {variant!r}: default, no-cpuset, cores-4, no-spare, spare-on-lane, no-memory-max")
 
 
 ORIGINAL_WORKER = lane.Lane._worker
+ORIGINAL_INIT = lane.Lane.__init__
 ORIGINAL_LIMITS = dispatch.Limits
 
 
