@@ -15,6 +15,7 @@ worker and the sandboxes are the real ones):
   cores-4    4 cores for the lane
   no-spare   no worker started ahead for the next candidate
   spare-on-lane  the worker started ahead is born on the lane's cores (not the trusted worker's)
+  device-<N>m  batches that move N MiB or more travel in device memory (default 256)
   no-memory-max  no memory.max for the candidate's and the reference worker's cgroups (and no
              RSS watch): memory_limit_gb 0 in their Limits
 
@@ -72,6 +73,7 @@ def apply(variant: str) -> None:
     lane.Lane._worker = ORIGINAL_WORKER
     lane.Lane.__init__ = ORIGINAL_INIT
     dispatch.Limits = ORIGINAL_LIMITS
+    os.environ.pop("WARPK_DEVICE_MEMORY_BYTES", None)
     if variant == "no-cpuset":
         dispatch.lane_cores = lambda index, threads: ()
     elif variant == "cores-4":
@@ -82,8 +84,11 @@ def apply(variant: str) -> None:
         lane.Lane.__init__ = _init_spare_on_lane
     elif variant == "no-memory-max":
         dispatch.Limits = _limits_without_memory
+    elif variant.startswith("device-") and variant.endswith("m") and variant[7:-1].isdigit():
+        os.environ["WARPK_DEVICE_MEMORY_BYTES"] = str(int(variant[7:-1]) << 20)
     elif variant != "default":
-        raise SystemExit(f"unknown variant {variant!r}: default, no-cpuset, cores-4, no-spare, spare-on-lane, no-memory-max")
+        raise SystemExit(f"unknown variant {variant!r}: default, no-cpuset, cores-4, no-spare, "
+                         "spare-on-lane, device-<N>m, no-memory-max")
 
 
 ORIGINAL_WORKER = lane.Lane._worker

@@ -125,7 +125,8 @@ class TrustedProcess:
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
-        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES"):  # profile_evaluator.py's laps; tests
+        # profile_evaluator.py's laps; tests; screen_copy_bias.py
+        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)

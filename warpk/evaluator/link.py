@@ -40,8 +40,18 @@ def _big_io_bytes() -> int:
 
 
 BIG_IO_BYTES = _big_io_bytes()
+
+
 # On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
-DEVICE_MEMORY_BYTES = 256 << 20
+# WARPK_DEVICE_MEMORY_BYTES (benchmarks/screen_copy_bias.py only) sets it for a screen.
+def _device_memory_bytes() -> int:
+    value = os.environ.get("WARPK_DEVICE_MEMORY_BYTES", str(256 << 20))
+    if not value.isdigit():
+        raise ValueError(f"WARPK_DEVICE_MEMORY_BYTES={value!r}: a number of bytes (screens only; unset it)")
+    return int(value)
+
+
+DEVICE_MEMORY_BYTES = _device_memory_bytes()
 HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
 CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
 
