@@ -42,10 +42,13 @@ def _big_io_bytes() -> int:
 BIG_IO_BYTES = _big_io_bytes()
 
 
-# On a GPU, a batch that moves this much (inputs or outputs) travels in device memory.
+# On a GPU, a batch that moves this much (inputs or outputs) travels in device memory. Host
+# memory carried the 128-256 MiB batches at a bias: copies of 15 L2 GEMM references at 0.55-0.80
+# on the H100 (2026-12-05), where every batch of 256 MiB or more (device memory) was >= 0.92 and
+# those under 128 MiB (memfds) at a median 0.997 (docs/benchmarks.md, "Which path a batch takes").
 # WARPK_DEVICE_MEMORY_BYTES (benchmarks/screen_copy_bias.py only) sets it for a screen.
 def _device_memory_bytes() -> int:
-    value = os.environ.get("WARPK_DEVICE_MEMORY_BYTES", str(256 << 20))
+    value = os.environ.get("WARPK_DEVICE_MEMORY_BYTES", str(128 << 20))
     if not value.isdigit():
         raise ValueError(f"WARPK_DEVICE_MEMORY_BYTES={value!r}: a number of bytes (screens only; unset it)")
     return int(value)

@@ -1,0 +1,64 @@
+"""docs/benchmarks.md's "which path a batch took" table recomputed from the H100 refcheck records
+of sessions 21-22 and the problems' I/O sizes (benchmarks/kernelbench_io_sizes.py): the figures
+behind warpk.evaluator.link's DEVICE_MEMORY_BYTES."""
+
+import json
+import statistics
+
+from tests.conftest import REPO
+from warpk.evaluator import link
+
+DATA = REPO / "docs" / "data"
+DOC = (REPO / "docs" / "benchmarks.md").read_text()
+RECORDS = ["refcheck-h100-2026-12-05b/records-L1.jsonl", "refcheck-h100-2026-12-05b/records-L2-first30.jsonl",
+           "refcheck-h100-2026-12-05c/records-L2-31-98.jsonl", "refcheck-h100-2026-12-05c/records-L3.jsonl"]
+MIB = 1 << 20
+BINS = {"under 128 MiB": (0, 128 * MIB), "128-256 MiB": (128 * MIB, 256 * MIB),
+        "256 MiB or more": (256 * MIB, 1 << 62)}
+
+
+def _moved(record: dict, sizes: dict) -> int | None:
+    """max(inputs, outputs) of one call x calls per batch: what Link.carrier_for compares."""
+    size = sizes.get(record["task_id"])
+    return max(size) * record["calls_per_batch"] if isinstance(size, list) else None
+
+
+def _rows() -> dict[str, dict]:
+    sizes = json.loads((DATA / "kernelbench-io-sizes.json").read_text())
+    records = [json.loads(x) for name in RECORDS for x in (DATA / name).read_text().splitlines()]
+    assert len(records) == 248 and all(r["status"] == "ok" for r in records)
+    groups = {name: [] for name in [*BINS, "not sized"]}
+    for r in records:
+        moved = _moved(r, sizes)
+        name = "not sized" if moved is None else next(n for n, (lo, hi) in BINS.items() if lo <= moved < hi)
+        groups[name].append(r)
+    rows = {}
+    for name, group in groups.items():
+        speedups = sorted(r["speedup"] for r in group)
+        at = lambda q: speedups[round(q * (len(speedups) - 1))]  # noqa: E731, B023 - refcheck's rule
+        contains = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in group)
+        rows[name] = {"n": len(group), "median": f"{statistics.median(speedups):.3f}",
+                      "range": f"{at(0.05):.3f}-{at(0.95):.3f}", "contains": contains,
+                      "share": f"{100 * contains / len(group):.0f}%", "below": sum(s < 0.9 for s in speedups)}
+    return rows
+
+
+def test_the_path_table_is_its_records_and_sizes():
+    rows = _rows()
+    for name, row in rows.items():
+        line = (f"| {name} | {row['n']} | {row['median']} | {row['range']} | "
+                f"{row['contains']}/{row['n']} ({row['share']}) | {row['below']} |")
+        assert line in DOC, line
+    # the change the table supports: host memory only under 128 MiB a batch
+    assert link.DEVICE_MEMORY_BYTES == 128 * MIB
+    moved = rows["128-256 MiB"]
+    assert moved["below"] >= 15 and rows["256 MiB or more"]["below"] <= 2
+
+
+def test_the_modelled_share_is_labelled_and_recomputes():
+    """If the 128-256 MiB batches did as well as those of 256 MiB or more (a model, not a run)."""
+    rows = _rows()
+    big, moved = rows["256 MiB or more"], rows["128-256 MiB"]
+    projected = (rows["under 128 MiB"]["contains"] + rows["not sized"]["contains"] + big["contains"]
+                 + round(moved["n"] * big["contains"] / big["n"]))
+    assert f"modelled: {projected}/248 ({100 * projected / 248:.0f}%)" in DOC
