@@ -62,3 +62,34 @@ def test_the_modelled_share_is_labelled_and_recomputes():
     projected = (rows["under 128 MiB"]["contains"] + rows["not sized"]["contains"] + big["contains"]
                  + round(moved["n"] * big["contains"] / big["n"]))
     assert f"modelled: {projected}/248 ({100 * projected / 248:.0f}%)" in DOC
+
+
+# --- after the change (3214340): the group re-measured -----------------------------------------
+AFTER = DATA / "refcheck-h100-2026-12-05d"
+
+
+def test_the_group_re_measured_in_device_memory_is_its_records():
+    new = {}
+    for path in sorted(AFTER.glob("records-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            new[record["task_id"]] = record
+    sizes = json.loads((DATA / "kernelbench-io-sizes.json").read_text())
+    assert len(new) == 27 and all(128 * MIB <= _moved(r, sizes) < 256 * MIB for r in new.values())
+    assert all(r["status"] == "ok" for r in new.values())
+    speedups = sorted(r["speedup"] for r in new.values())
+    at = lambda q: speedups[round(q * (len(speedups) - 1))]  # noqa: E731
+    contains = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in new.values())
+    assert (f"27/27 `ok`, median {statistics.median(speedups):.3f}, 5-95% {at(0.05):.3f}-{at(0.95):.3f}, "
+            f"the interval contains 1 for\n    {contains}/27") in DOC
+    assert min(speedups) >= 0.9
+    old = {json.loads(x)["task_id"]: json.loads(x) for name in RECORDS
+           for x in (DATA / name).read_text().splitlines()}
+    mix = {**old, **new}
+    assert len(mix) == 248 and set(new) <= set(old)
+    inside = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in mix.values())
+    median = statistics.median(r["speedup"] for r in mix.values())
+    slow = sum(r["speedup"] < 0.8 for r in mix.values())
+    faster = sum(r["speedup_low"] > 1.1 for r in mix.values())
+    assert (f"the interval contains 1 for {inside}/248 ({100 * inside / 248:.0f}%; the goal is 90%), median\n"
+            f"    {median:.3f}, none counted faster, {slow} below 0.8") in DOC and faster == 0
