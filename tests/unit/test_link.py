@@ -134,3 +134,30 @@ def test_an_fd_sent_with_an_answer_is_closed_when_the_worker_cannot_be_frozen():
     held = [os.readlink(f"/proc/self/fd/{n}") for n in os.listdir("/proc/self/fd")
             if os.path.exists(f"/proc/self/fd/{n}")]
     assert not [link for link in held if "warpk-link-gift" in link]
+
+
+class FakeCudaDevice:
+    """A GPU as the Link sees one (nothing here touches CUDA: Carrier only stores its device)."""
+
+    cuda = True
+    device = torch.device("cuda:0")
+
+
+@pytest.mark.parametrize(("in_mib", "out_mib", "calls", "on_device"), [
+    (32, 32, 7, True),    # 224 MiB: the L2 GEMM family, memfds until session 23
+    (32, 4e-3, 4, True),  # 128 MiB of inputs alone
+    (16, 16, 7, False),   # 112 MiB stays in host memfds
+    (0, 300, 1, True),    # the outputs alone decide as well
+])
+def test_batches_of_128_mib_or_more_travel_in_device_memory(in_mib, out_mib, calls, on_device):
+    sock, other = socket.socketpair()
+    try:
+        link = Link(torch, FakeCudaDevice(), Settings(), sock)
+        link.in_bytes, link.out_bytes = int(in_mib * 2**20), int(out_mib * 2**20)
+        assert link.carrier_for(calls).on_device is on_device
+        cpu = Link(torch, Device(torch, "cpu"), Settings(), sock)
+        cpu.in_bytes, cpu.out_bytes = link.in_bytes, link.out_bytes
+        assert cpu.carrier_for(calls).on_device is False  # never on the CPU
+    finally:
+        sock.close()
+        other.close()
