@@ -31,10 +31,18 @@ ON_DEVICE = 1  # CU_MEM_LOCATION_TYPE_DEVICE
 READ_WRITE = 3  # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 GRANULARITY_MINIMUM = 0
 NVIDIA_MAJOR = 195  # the NVIDIA driver's character devices
+CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 class CudaShareError(RuntimeError):
     """A driver call failed (for an imported fd: the sender's fault)."""
+
+
+class DeviceOutOfMemory(CudaShareError, MemoryError):
+    """The driver had no device memory for an allocation: a MemoryError, so the trusted worker
+    decides it as it does torch's (too_big before the candidate has run, its runtime_error after:
+    a candidate holding the device, frozen, must not stop the run as a harness failure; red team
+    round 28)."""
 
 
 class _Location(ctypes.Structure):
@@ -67,7 +75,10 @@ def _check(lib, code: int, what: str) -> None:
     if code:
         name = ctypes.c_char_p()
         lib.cuGetErrorName(code, ctypes.byref(name))
-        raise CudaShareError(f"{what} failed: {(name.value or b'?').decode()} ({code})")
+        text = f"{what} failed: {(name.value or b'?').decode()} ({code})"
+        if code == CUDA_ERROR_OUT_OF_MEMORY:
+            raise DeviceOutOfMemory(f"{text}: the device is out of memory")
+        raise CudaShareError(text)
 
 
 def _prop(device_index: int) -> _Prop:

@@ -50,8 +50,10 @@ def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: 
 
 
 def out_of_memory(text: str) -> bool:
-    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's)."""
-    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory"))
+    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's, the
+    driver's)."""
+    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory",
+                                   "OUT_OF_MEMORY"))
 
 
 def starved_handle(text: str, device_short=None) -> bool:

@@ -308,7 +308,7 @@ class DeviceOutbox:
 
 def _device_bytes(torch, fd: int | None, specs: list[TensorSpec], device, limit_bytes: int):
     """(uint8 view of the allocation behind fd, or None for no bytes)."""
-    from warpk.evaluator.cudashare import CudaShareError, import_fd
+    from warpk.evaluator.cudashare import CudaShareError, DeviceOutOfMemory, import_fd
 
     needed = max((s.offset + _nbytes(torch, s, limit_bytes) for s in specs), default=0)
     if needed == 0:
@@ -317,6 +317,8 @@ def _device_bytes(torch, fd: int | None, specs: list[TensorSpec], device, limit_
         raise ProtocolError("tensor bytes were announced but no device memory came with the message")
     try:
         return import_fd(torch, device, fd, needed)
+    except DeviceOutOfMemory:
+        raise  # the device is short of memory (whoever holds it), not a bad fd
     except CudaShareError as err:
         raise ProtocolError(f"the attached device memory cannot be mapped: {err}") from err
 

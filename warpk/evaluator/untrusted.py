@@ -140,14 +140,23 @@ class Harness:
         if self.outbox is not None:
             self.outbox.close()
             self.outbox = None
-        if self.dev.cuda:  # on the CPU outputs are read out of this process (remote.py)
-            self.outbox = self.carrier.outbox(min(msg.output_bytes, 1 << 40))
-        self.dev.sync()
+        try:  # a failed allocation is a reply, not a dead worker (the reference's: round 28)
+            if self.dev.cuda:  # on the CPU outputs are read out of this process (remote.py)
+                self.outbox = self.carrier.outbox(min(msg.output_bytes, 1 << 40))
+            self.dev.sync()
+        except Exception as err:  # noqa: BLE001
+            return failure(err, "stage")
         return wire.Reply("ok")
 
     def on_go(self, msg: wire.Go, fd: int | None) -> tuple[wire.Ran, int | None]:
         torch, dev = self.torch, self.dev
-        staged = self.carrier.decode_calls(fd, msg.calls)  # the inputs arrive only now
+        try:
+            staged = self.carrier.decode_calls(fd, msg.calls)  # the inputs arrive only now
+        except wire.ProtocolError:
+            raise
+        except Exception as err:  # noqa: BLE001 - e.g. no device memory to map them (round 28)
+            reply = failure(err, "taking the inputs")
+            return wire.Ran(reply.status, reply.error, msg.nonce), None
         if msg.poison:
             dev.poison(staged)
         calls, last_only = staged, False
