@@ -3,8 +3,9 @@ does freezing that process stop? A probe for the reference-alone correction's co
 
 In the evaluator each side's batches run while the other side's worker is alive and frozen
 (docs/evaluator.md §2), and the reference is also timed "alone", after the candidate's sandbox is
-gone. On launch-bound L3 models the interleaved reference was 1.3-1.8x slower than alone, and the
-candidate's own batches as slow as the interleaved reference (docs/benchmarks.md, session 23).
+gone. On 9 upstream problems (CNNs, single L1 ops, an LSTM) the interleaved reference was 1.1-1.8x
+slower than alone, and the candidate's own batches as slow as the interleaved reference
+(docs/benchmarks.md, session 23).
 This times one model in this process under each condition, side by side, nothing else changed:
 
   alone        no other process has a CUDA context on this GPU
@@ -69,6 +70,10 @@ def timed_batch(model, inputs, calls: int, device: str) -> float:
     return (time.perf_counter() - start) * 1e3 / calls
 
 
+def batches(model, inputs, args) -> list[float]:
+    return [timed_batch(model, inputs, args.calls, args.device) for _ in range(args.batches)]
+
+
 def peer(task: str | None, device: str, calls: int, conn) -> None:
     """A second process: its CUDA context made, then one batch per message until told to stop."""
     model, inputs = build(task, device)
@@ -97,18 +102,16 @@ def main() -> int:
         timed_batch(model, inputs, args.calls, args.device)  # warm-up
     ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state inherited
     results: dict[str, list[float]] = {c: [] for c in CONDITIONS}
-    results["alone"] = [timed_batch(model, inputs, args.calls, args.device) for _ in range(args.batches)]
+    results["alone"] = batches(model, inputs, args)
     here, there = ctx.Pipe()
     proc = ctx.Process(target=peer, args=(args.task, args.device, args.calls, there), daemon=True)
     proc.start()
     try:
         if here.recv() != "ready":
             raise SystemExit("probe_second_context: the peer did not start")
-        batches = lambda: [timed_batch(model, inputs, args.calls, args.device)  # noqa: E731
-                           for _ in range(args.batches)]
-        results["idle peer"] = batches()
+        results["idle peer"] = batches(model, inputs, args)
         os.kill(proc.pid, signal.SIGSTOP)
-        results["stopped peer"] = batches()
+        results["stopped peer"] = batches(model, inputs, args)
         for _ in range(args.batches):
             os.kill(proc.pid, signal.SIGCONT)
             here.send("run")
@@ -121,17 +124,16 @@ def main() -> int:
         proc.join(timeout=30)
         if proc.is_alive():
             proc.kill()
-    results["alone again"] = [timed_batch(model, inputs, args.calls, args.device)
-                              for _ in range(args.batches)]
+    results["alone again"] = batches(model, inputs, args)
     alone = statistics.median(results["alone"])
     name = args.task or "40 small conv layers (2x16x32x32)"
     print(f"probe_second_context: {name} on {args.device}, {args.calls} calls a batch, "
           f"{args.batches} batches")
     for condition in CONDITIONS:
         times = sorted(results[condition])
-        at = lambda q: times[round(q * (len(times) - 1))]  # noqa: E731, B023
+        low, high = (times[round(q * (len(times) - 1))] for q in (0.05, 0.95))
         median = statistics.median(times)
-        print(f"  {condition:13s} {median:8.3f} ms a call (5-95% {at(0.05):.3f}-{at(0.95):.3f})"
+        print(f"  {condition:13s} {median:8.3f} ms a call (5-95% {low:.3f}-{high:.3f})"
               f"  x{median / alone:.3f} of alone")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

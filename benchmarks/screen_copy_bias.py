@@ -15,7 +15,8 @@ worker and the sandboxes are the real ones):
   cores-4    4 cores for the lane
   no-spare   no worker started ahead for the next candidate
   spare-on-lane  the worker started ahead is born on the lane's cores (not the trusted worker's)
-  device-<N>m  batches that move N MiB or more travel in device memory (default 256)
+  device-<N>m  batches that move N MiB or more travel in device memory (default 128;
+             an exported WARPK_DEVICE_MEMORY_BYTES is replaced by each variant's)
   no-memory-max  no effective memory.max for the candidate's and the reference worker's cgroups
              (and RSS watch): memory_limit_gb 10^6 in their Limits
 

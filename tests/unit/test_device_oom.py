@@ -5,6 +5,7 @@ and trusted.measure run against a driver stub whose cuMemCreate says CUDA_ERROR_
 
 from __future__ import annotations
 
+import os
 import socket
 import types
 
@@ -131,3 +132,54 @@ def cudashare_carrier(on_device: bool):
     from warpk.evaluator.transport import Carrier
 
     return Carrier(torch, torch.device("cpu"), on_device)
+
+
+SHORT = "cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY (2): the device is out of memory"
+
+
+def _device_harness():
+    harness = Harness(None)
+    harness.torch, harness.dev = torch, FakeGpu()
+    harness.carriers = {on: cudashare_carrier(on) for on in (False, True)}
+    harness.carrier = harness.carriers[True]
+    return harness
+
+
+def test_inputs_that_cannot_be_mapped_for_want_of_memory_are_a_reply_a_bad_fd_is_still_fatal(monkeypatch):
+    from warpk.evaluator import transport
+
+    fd, calls = transport.encode_calls(torch, [[torch.ones(4)]])
+
+    def short(*args):
+        raise cudashare.DeviceOutOfMemory(SHORT)
+
+    monkeypatch.setattr(cudashare, "import_fd", short)
+    ran, out_fd = _device_harness().on_go(wire.Go(calls, "n0nce"), os.dup(fd))
+    assert (ran.status, ran.nonce, out_fd) == ("runtime_error", "n0nce", None)
+    assert out_of_memory(ran.error) and "taking the inputs" in ran.error
+
+    def foreign(*args):
+        raise cudashare.CudaShareError("the attached fd is not a CUDA allocation")
+
+    monkeypatch.setattr(cudashare, "import_fd", foreign)
+    with pytest.raises(wire.ProtocolError, match="cannot be mapped"):  # the sender's fault: fatal
+        _device_harness().on_go(wire.Go(calls, "n0nce"), os.dup(fd))
+    os.close(fd)
+
+
+def test_the_trusted_side_short_of_memory_for_the_outputs_is_not_a_protocol_error(link, monkeypatch):
+    """Mapping or cloning the answer's outputs without memory is an out of memory (the
+    candidate's runtime_error once it ran), not the candidate's broken protocol (`crashed`)."""
+    def short(*args):
+        raise cudashare.DeviceOutOfMemory(SHORT)
+
+    monkeypatch.setattr(link.carrier, "unpack", short)
+    ran = wire.Ran("ok", None, "n0nce", [[transport_spec()]], [])
+    with pytest.raises(MemoryError):
+        link.outputs_of(ran, None)
+
+
+def transport_spec():
+    from warpk.evaluator.protocol import TensorSpec
+
+    return TensorSpec(0, "float32", [4])

@@ -12,6 +12,7 @@ DATA = REPO / "docs" / "data"
 DOC = (REPO / "docs" / "benchmarks.md").read_text()
 RECORDS = ["refcheck-h100-2026-12-05b/records-L1.jsonl", "refcheck-h100-2026-12-05b/records-L2-first30.jsonl",
            "refcheck-h100-2026-12-05c/records-L2-31-98.jsonl", "refcheck-h100-2026-12-05c/records-L3.jsonl"]
+AFTER = DATA / "refcheck-h100-2026-12-05d"  # after the change (3214340): the group re-measured
 MIB = 1 << 20
 BINS = {"under 128 MiB": (0, 128 * MIB), "128-256 MiB": (128 * MIB, 256 * MIB),
         "256 MiB or more": (256 * MIB, 1 << 62)}
@@ -23,9 +24,30 @@ def _moved(record: dict, sizes: dict) -> int | None:
     return max(size) * record["calls_per_batch"] if isinstance(size, list) else None
 
 
+def _at(speedups: list[float], q: float) -> float:
+    """kernelbench_refcheck's percentile rule over sorted speedups."""
+    return speedups[round(q * (len(speedups) - 1))]
+
+
+def _old() -> dict[str, dict]:
+    return {json.loads(x)["task_id"]: json.loads(x) for name in RECORDS
+            for x in (DATA / name).read_text().splitlines()}
+
+
+def _new() -> dict[str, dict]:
+    """The 27 copies re-measured at 3214340."""
+    return {json.loads(x)["task_id"]: json.loads(x) for path in sorted(AFTER.glob("records-*.jsonl"))
+            for x in path.read_text().splitlines()}
+
+
+def _mix() -> dict[str, dict]:
+    """Sessions 21-22's records with the 27 re-measured at 3214340 in their place."""
+    return {**_old(), **_new()}
+
+
 def _rows() -> dict[str, dict]:
     sizes = json.loads((DATA / "kernelbench-io-sizes.json").read_text())
-    records = [json.loads(x) for name in RECORDS for x in (DATA / name).read_text().splitlines()]
+    records = list(_old().values())
     assert len(records) == 248 and all(r["status"] == "ok" for r in records)
     groups = {name: [] for name in [*BINS, "not sized"]}
     for r in records:
@@ -35,10 +57,9 @@ def _rows() -> dict[str, dict]:
     rows = {}
     for name, group in groups.items():
         speedups = sorted(r["speedup"] for r in group)
-        at = lambda q: speedups[round(q * (len(speedups) - 1))]  # noqa: E731, B023 - refcheck's rule
         contains = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in group)
         rows[name] = {"n": len(group), "median": f"{statistics.median(speedups):.3f}",
-                      "range": f"{at(0.05):.3f}-{at(0.95):.3f}", "contains": contains,
+                      "range": f"{_at(speedups, 0.05):.3f}-{_at(speedups, 0.95):.3f}", "contains": contains,
                       "share": f"{100 * contains / len(group):.0f}%", "below": sum(s < 0.9 for s in speedups)}
     return rows
 
@@ -65,27 +86,19 @@ def test_the_modelled_share_is_labelled_and_recomputes():
 
 
 # --- after the change (3214340): the group re-measured -----------------------------------------
-AFTER = DATA / "refcheck-h100-2026-12-05d"
 
 
 def test_the_group_re_measured_in_device_memory_is_its_records():
-    new = {}
-    for path in sorted(AFTER.glob("records-*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            new[record["task_id"]] = record
+    old, new, mix = _old(), _new(), _mix()
     sizes = json.loads((DATA / "kernelbench-io-sizes.json").read_text())
     assert len(new) == 27 and all(128 * MIB <= _moved(r, sizes) < 256 * MIB for r in new.values())
     assert all(r["status"] == "ok" for r in new.values())
     speedups = sorted(r["speedup"] for r in new.values())
-    at = lambda q: speedups[round(q * (len(speedups) - 1))]  # noqa: E731
     contains = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in new.values())
-    assert (f"27/27 `ok`, median {statistics.median(speedups):.3f}, 5-95% {at(0.05):.3f}-{at(0.95):.3f}, "
+    assert (f"27/27 `ok`, median {statistics.median(speedups):.3f}, "
+            f"5-95% {_at(speedups, 0.05):.3f}-{_at(speedups, 0.95):.3f}, "
             f"the interval contains 1 for\n    {contains}/27") in DOC
     assert min(speedups) >= 0.9
-    old = {json.loads(x)["task_id"]: json.loads(x) for name in RECORDS
-           for x in (DATA / name).read_text().splitlines()}
-    mix = {**old, **new}
     assert len(mix) == 248 and set(new) <= set(old)
     inside = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in mix.values())
     median = statistics.median(r["speedup"] for r in mix.values())
@@ -98,10 +111,7 @@ def test_the_group_re_measured_in_device_memory_is_its_records():
 def test_the_copies_left_outside_their_interval_are_the_alone_correction():
     """docs/benchmarks.md: of the mix's copies whose interval excludes 1, the slowest half had
     the reference-alone correction applied, and without it their point speedups are about 1."""
-    records = {json.loads(x)["task_id"]: json.loads(x) for name in RECORDS
-               for x in (DATA / name).read_text().splitlines()}
-    for path in sorted(AFTER.glob("records-*.jsonl")):
-        records.update({json.loads(x)["task_id"]: json.loads(x) for x in path.read_text().splitlines()})
+    records = _mix()
     outside = [r for r in records.values() if not r["speedup_low"] <= 1 <= r["speedup_high"]]
     corrected = [r for r in outside if (r["ref_contention"] or 0) > 1.05]
     assert len(outside) == 18 and len(corrected) == 9
@@ -116,10 +126,7 @@ def test_the_copies_left_outside_their_interval_are_the_alone_correction():
 
 def test_the_readme_quotes_the_mixed_run_figures():
     readme = (REPO / "README.md").read_text()
-    records = {json.loads(x)["task_id"]: json.loads(x) for name in RECORDS
-               for x in (DATA / name).read_text().splitlines()}
-    for path in sorted(AFTER.glob("records-*.jsonl")):
-        records.update({json.loads(x)["task_id"]: json.loads(x) for x in path.read_text().splitlines()})
+    records = _mix()
     inside = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in records.values())
     median = statistics.median(r["speedup"] for r in records.values())
     ok = sum(r["status"] == "ok" for r in records.values())

@@ -27,34 +27,25 @@ from warpk.evaluator.remote import read_into
 from warpk.evaluator.transport import ALIGN, Carrier, layout, memfd_digest, read_back, tensor_bytes
 
 
+def _env_bytes(name: str, default: int, who: str) -> int:
+    value = os.environ.get(name, str(default))
+    if not value.isdigit():
+        raise ValueError(f"{name}={value!r}: a number of bytes ({who} only; unset it)")
+    return int(value)
+
+
 # A call whose inputs + outputs exceed this is "big": no determinism re-run or returned inputs in
 # correctness, and the candidate runs first, then the reference on the same inputs drawn again,
 # so peak device memory stays about KernelBench's (inputs + 2 x outputs; docs/evaluator.md §3).
 # WARPK_TEST_BIG_IO_BYTES (tests only, passed to the trusted worker by lane.py) lowers it, so the
 # huge-task path runs on small shapes in seconds.
-def _big_io_bytes() -> int:
-    value = os.environ.get("WARPK_TEST_BIG_IO_BYTES", str(1 << 30))
-    if not value.isdigit():
-        raise ValueError(f"WARPK_TEST_BIG_IO_BYTES={value!r}: a number of bytes (tests only; unset it)")
-    return int(value)
-
-
-BIG_IO_BYTES = _big_io_bytes()
-
-
+BIG_IO_BYTES = _env_bytes("WARPK_TEST_BIG_IO_BYTES", 1 << 30, "tests")
 # On a GPU, a batch that moves this much (inputs or outputs) travels in device memory. Host
 # memory carried the 128-256 MiB batches at a bias: copies of 15 L2 GEMM references at 0.55-0.80
-# on the H100 (2026-12-05), where every batch of 256 MiB or more (device memory) was >= 0.92 and
-# those under 128 MiB (memfds) at a median 0.997 (docs/benchmarks.md, "Which path a batch takes").
+# on the H100 (2026-12-05), where the batches of 256 MiB or more (device memory) had a median of
+# 1.000 and those under 128 MiB (memfds) 0.998 (docs/benchmarks.md, "which path a batch took").
 # WARPK_DEVICE_MEMORY_BYTES (benchmarks/screen_copy_bias.py only) sets it for a screen.
-def _device_memory_bytes() -> int:
-    value = os.environ.get("WARPK_DEVICE_MEMORY_BYTES", str(128 << 20))
-    if not value.isdigit():
-        raise ValueError(f"WARPK_DEVICE_MEMORY_BYTES={value!r}: a number of bytes (screens only; unset it)")
-    return int(value)
-
-
-DEVICE_MEMORY_BYTES = _device_memory_bytes()
+DEVICE_MEMORY_BYTES = _env_bytes("WARPK_DEVICE_MEMORY_BYTES", 128 << 20, "screens")
 HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
 CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
 
@@ -257,6 +248,8 @@ class Link:
                 tensors = iter(self.read_remote(specs))
             else:
                 tensors = iter(self.carrier.unpack(fd, specs, allowed))
+        except (MemoryError, self.torch.cuda.OutOfMemoryError):
+            raise  # this side is short of memory: decided as any out of memory (trusted.measure)
         except (RuntimeError, ValueError, OverflowError) as err:  # torch refusing what specs say
             why = f"tensors that cannot be built from their specs ({one_line(err)})"
             raise wire.ProtocolError(why) from err

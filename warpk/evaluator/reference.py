@@ -50,10 +50,9 @@ def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: 
 
 
 def out_of_memory(text: str) -> bool:
-    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's, the
-    driver's)."""
-    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory",
-                                   "OUT_OF_MEMORY"))
+    """An error text that says the device ran out of memory (torch's, cuBLAS's, cuDNN's, and
+    cudashare.DeviceOutOfMemory's, which says "out of memory")."""
+    return any(m in text for m in ("out of memory", "ALLOC_FAILED", "CUDNN_STATUS_ALLOC", "OutOfMemory"))
 
 
 def starved_handle(text: str, device_short=None) -> bool:

@@ -32,9 +32,7 @@ from warpk.evaluator.protocol import Arg, ProtocolError, TensorSpec
 from warpk.evaluator.seal import SEALS, SIZE_SEALS, seal
 
 ALIGN = 512  # what torch's CUDA caching allocator gives: kernels pick the same paths as for fresh tensors
-DTYPES = (
-    "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
-)
+DTYPES = "float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool complex64 complex128".split()
 JSON_SCALARS = (int, float, bool, str, type(None))
 
 

@@ -144,7 +144,7 @@ class Harness:
             if self.dev.cuda:  # on the CPU outputs are read out of this process (remote.py)
                 self.outbox = self.carrier.outbox(min(msg.output_bytes, 1 << 40))
             self.dev.sync()
-        except Exception as err:  # noqa: BLE001
+        except (MemoryError, RuntimeError) as err:  # no device memory, or a CUDA fault left over
             return failure(err, "stage")
         return wire.Reply("ok")
 
@@ -154,7 +154,7 @@ class Harness:
             staged = self.carrier.decode_calls(fd, msg.calls)  # the inputs arrive only now
         except wire.ProtocolError:
             raise
-        except Exception as err:  # noqa: BLE001 - e.g. no device memory to map them (round 28)
+        except (MemoryError, RuntimeError) as err:  # e.g. no device memory to map them (round 28)
             reply = failure(err, "taking the inputs")
             return wire.Ran(reply.status, reply.error, msg.nonce), None
         if msg.poison:
