@@ -141,7 +141,8 @@ def test_broken_candidates_each_get_a_status_and_a_reason(tmp_path):
         "trial 0: output 0 dtype torch.float64 != reference torch.float32",
     )
     assert verdicts["softmax_hangs"][0] == "timeout"
-    limit = re.fullmatch(r"the correctness phase exceeded its limit of ([0-9.]+) s", verdicts["softmax_hangs"][1])
+    limit = re.fullmatch(r"the correctness phase exceeded its limit of ([0-9.]+) s",
+                         verdicts["softmax_hangs"][1])
     assert limit and float(limit[1]) >= 3  # the run_timeout_s floor given above, plus the reference's share
     for r in records:
         assert (r.speedup is None) == (r.status != "ok") and (r.energy_j is None) == (r.status != "ok")
