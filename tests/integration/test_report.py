@@ -360,6 +360,7 @@ def test_runtime_runs_give_regime_tables_and_figure(tmp_path):
             "runtime.ppo.timesteps=64",
             "runtime.episode_steps=8",
             "runtime.selection.tuning_seeds=1",
+            "runtime.actuator.power_cap_step_w=300",  # the statics' grids: 30 settings, not 90
             f"hydra.sweep.dir={sweep}",
         )
     )
