@@ -13,7 +13,18 @@ from hydra.experimental.callback import Callback
 
 
 class SigkillOnJobStart(Callback):
-    """SIGKILL the job process as it starts; only inside a SLURM job, never the launcher."""
+    """SIGKILL the job process as it starts; only inside a SLURM job, never the launcher.
+
+    In the launcher it shortens submitit's wait for the result file of a job SLURM says has ended
+    (`Job._results_timeout_s`, 15 s for slow shared filesystems) to 2 s: the job here writes
+    none, and the test's point is the FAILED verdict from `sacct`, not how long submitit waits.
+    """
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        if not os.environ.get("SLURM_JOB_ID"):
+            from submitit.core.core import Job
+
+            Job._results_timeout_s = 2
 
     def on_job_start(self, config, **kwargs) -> None:
         if os.environ.get("SLURM_JOB_ID"):

@@ -54,7 +54,8 @@ def test_seed_by_ipw_sweep_runs_as_a_slurm_array(tmp_path):
 
 def test_job_killed_by_sigkill_is_reported_failed_not_hung(tmp_path):
     # The job SIGKILLs itself before writing a result; the launcher learns it FAILED only through
-    # `sacct` (the script's stand-in), after submitit's 15 s grace for slow filesystems.
+    # `sacct` (the script's stand-in), after submitit's grace for slow filesystems (15 s; the
+    # callback cuts it to 2 s in the launcher: a killed job writes no result file however long it waits).
     result = run_warpk(
         "-m",
         "seed=1",

@@ -61,6 +61,9 @@ def test_a_harness_failure_stops_the_batch_and_is_never_a_record(how, tmp_path, 
         return wire.Measurement(HARNESS_ERROR, "the task's reference raised at import: NameError: x")
 
     monkeypatch.setattr(lane_module.Lane, "_wait", wait)
+    # the fake _wait leaves the trusted worker inside the request it was sent, so it never sees
+    # its socket close: the lane's close() would wait QUIT_WAIT_S (10 s) before its SIGKILL
+    monkeypatch.setattr(lane_module, "QUIT_WAIT_S", 0.5)
     seen, failure, cached = _evaluate_three(tmp_path)
     assert seen == [(0, "incorrect")] and len(calls) == 2
     line = str(failure)
