@@ -51,6 +51,30 @@ class FakeGpu:
         pass
 
 
+SHORT = "cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY (2): the device is out of memory"
+
+
+def _short(*args):
+    raise cudashare.DeviceOutOfMemory(SHORT)
+
+
+def _device_harness() -> Harness:
+    """An untrusted worker's state as on a GPU lane, its next transport device memory."""
+    from warpk.evaluator.transport import Carrier
+
+    harness = Harness(None)
+    harness.torch, harness.dev = torch, FakeGpu()
+    harness.carriers = {on: Carrier(torch, torch.device("cpu"), on) for on in (False, True)}
+    harness.carrier = harness.carriers[True]
+    return harness
+
+
+def _spec():
+    from warpk.evaluator.protocol import TensorSpec
+
+    return TensorSpec(0, "float32", [4])
+
+
 @pytest.fixture
 def driver(monkeypatch):
     def install(code: int) -> None:
@@ -84,8 +108,7 @@ def test_a_driver_out_of_memory_is_a_memory_error_and_other_failures_are_not(dri
 def test_the_reference_sides_allocation_failing_is_a_memory_error_not_a_harness_error(driver, link):
     driver(2)
     assert link.carrier_for(1).on_device
-    discarded = []
-    refs = types.SimpleNamespace(discard=lambda: discarded.append(True))
+    refs = types.SimpleNamespace(discard=lambda: None)
     side = GuardedSide(link, lambda what: reference_failures(refs, True, what))
     with pytest.raises(MemoryError):
         side.go([[torch.ones(4)]], 1.0)
@@ -116,10 +139,7 @@ def test_a_worker_that_cannot_stage_its_outputs_replies_and_lives(driver):
     """The reference worker runs this code too: a failed allocation used to kill it (PeerClosed,
     a harness error); now it is a reply the trusted side can decide on."""
     driver(2)
-    harness = Harness(None)
-    harness.torch, harness.dev = torch, FakeGpu()
-    harness.carriers = {on: cudashare_carrier(on) for on in (False, True)}
-    reply = harness.on_stage(wire.Stage(160 << 20, True))
+    reply = _device_harness().on_stage(wire.Stage(160 << 20, True))
     assert reply.status == "runtime_error" and out_of_memory(reply.error), reply.error
     reason = Verdict(reply.status, reply.error).reason
     with pytest.raises(Verdict) as after:  # the reference's failure once the candidate ran
@@ -128,32 +148,11 @@ def test_a_worker_that_cannot_stage_its_outputs_replies_and_lives(driver):
     assert after.value.status == "runtime_error" and "after the candidate ran" in after.value.reason
 
 
-def cudashare_carrier(on_device: bool):
-    from warpk.evaluator.transport import Carrier
-
-    return Carrier(torch, torch.device("cpu"), on_device)
-
-
-SHORT = "cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY (2): the device is out of memory"
-
-
-def _device_harness():
-    harness = Harness(None)
-    harness.torch, harness.dev = torch, FakeGpu()
-    harness.carriers = {on: cudashare_carrier(on) for on in (False, True)}
-    harness.carrier = harness.carriers[True]
-    return harness
-
-
 def test_inputs_that_cannot_be_mapped_for_want_of_memory_are_a_reply_a_bad_fd_is_still_fatal(monkeypatch):
     from warpk.evaluator import transport
 
     fd, calls = transport.encode_calls(torch, [[torch.ones(4)]])
-
-    def short(*args):
-        raise cudashare.DeviceOutOfMemory(SHORT)
-
-    monkeypatch.setattr(cudashare, "import_fd", short)
+    monkeypatch.setattr(cudashare, "import_fd", _short)
     ran, out_fd = _device_harness().on_go(wire.Go(calls, "n0nce"), os.dup(fd))
     assert (ran.status, ran.nonce, out_fd) == ("runtime_error", "n0nce", None)
     assert out_of_memory(ran.error) and "taking the inputs" in ran.error
@@ -170,16 +169,8 @@ def test_inputs_that_cannot_be_mapped_for_want_of_memory_are_a_reply_a_bad_fd_is
 def test_the_trusted_side_short_of_memory_for_the_outputs_is_not_a_protocol_error(link, monkeypatch):
     """Mapping or cloning the answer's outputs without memory is an out of memory (the
     candidate's runtime_error once it ran), not the candidate's broken protocol (`crashed`)."""
-    def short(*args):
-        raise cudashare.DeviceOutOfMemory(SHORT)
-
-    monkeypatch.setattr(link.carrier, "unpack", short)
-    ran = wire.Ran("ok", None, "n0nce", [[transport_spec()]], [])
+    monkeypatch.setattr(link.carrier, "unpack", _short)
+    ran = wire.Ran("ok", None, "n0nce", [[_spec()]], [])
     with pytest.raises(MemoryError):
         link.outputs_of(ran, None)
 
-
-def transport_spec():
-    from warpk.evaluator.protocol import TensorSpec
-
-    return TensorSpec(0, "float32", [4])

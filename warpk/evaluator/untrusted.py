@@ -152,9 +152,8 @@ class Harness:
         torch, dev = self.torch, self.dev
         try:
             staged = self.carrier.decode_calls(fd, msg.calls)  # the inputs arrive only now
-        except wire.ProtocolError:
-            raise
-        except (MemoryError, RuntimeError) as err:  # e.g. no device memory to map them (round 28)
+        except (MemoryError, RuntimeError) as err:  # no device memory to map them (round 28); a
+            #                                         bad fd is a ProtocolError and stays fatal
             reply = failure(err, "taking the inputs")
             return wire.Ran(reply.status, reply.error, msg.nonce), None
         if msg.poison:
