@@ -12,6 +12,10 @@ This times one model in this process under each condition, side by side, nothing
   idle peer    a peer process holds a CUDA context (one kernel run), blocked on a pipe
   stopped peer the same peer, SIGSTOPped (the evaluator uses cgroup.freeze; SIGSTOP is the
                closest thing without a cgroup)
+  alone, gaps  no peer; between our batches this process sleeps as long as one batch takes
+               (what the other side's turn costs us if idling alone is what matters)
+  turns, peer idle  the peer is woken, answers a message without GPU work and is stopped again
+               between our batches
   taking turns the peer runs the same model for one batch between each of ours and is
                SIGSTOPped while ours runs (the evaluator's interleaving)
 
@@ -36,7 +40,8 @@ import sys
 import time
 from pathlib import Path
 
-CONDITIONS = ("alone", "idle peer", "stopped peer", "taking turns", "alone again")
+CONDITIONS = ("alone", "alone, gaps", "idle peer", "stopped peer", "turns, peer idle", "taking turns",
+              "alone again")
 
 
 def build(task: str | None, device: str):
@@ -79,8 +84,9 @@ def peer(task: str | None, device: str, calls: int, conn) -> None:
     model, inputs = build(task, device)
     timed_batch(model, inputs, 1, device)
     conn.send("ready")
-    while conn.recv() == "run":
-        timed_batch(model, inputs, calls, device)
+    while (message := conn.recv()) in ("run", "ping"):
+        if message == "run":
+            timed_batch(model, inputs, calls, device)
         conn.send("done")
 
 
@@ -103,6 +109,10 @@ def main() -> int:
     ctx = mp.get_context("spawn")  # a fresh interpreter: no CUDA state inherited
     results: dict[str, list[float]] = {c: [] for c in CONDITIONS}
     results["alone"] = batches(model, inputs, args)
+    gap_s = statistics.median(results["alone"]) * args.calls / 1e3
+    for _ in range(args.batches):
+        time.sleep(gap_s)
+        results["alone, gaps"].append(timed_batch(model, inputs, args.calls, args.device))
     here, there = ctx.Pipe()
     proc = ctx.Process(target=peer, args=(args.task, args.device, args.calls, there), daemon=True)
     proc.start()
@@ -112,6 +122,12 @@ def main() -> int:
         results["idle peer"] = batches(model, inputs, args)
         os.kill(proc.pid, signal.SIGSTOP)
         results["stopped peer"] = batches(model, inputs, args)
+        for _ in range(args.batches):
+            os.kill(proc.pid, signal.SIGCONT)
+            here.send("ping")
+            here.recv()
+            os.kill(proc.pid, signal.SIGSTOP)
+            results["turns, peer idle"].append(timed_batch(model, inputs, args.calls, args.device))
         for _ in range(args.batches):
             os.kill(proc.pid, signal.SIGCONT)
             here.send("run")
@@ -133,7 +149,7 @@ def main() -> int:
         times = sorted(results[condition])
         low, high = (times[round(q * (len(times) - 1))] for q in (0.05, 0.95))
         median = statistics.median(times)
-        print(f"  {condition:13s} {median:8.3f} ms a call (5-95% {low:.3f}-{high:.3f})"
+        print(f"  {condition:16s} {median:8.3f} ms a call (5-95% {low:.3f}-{high:.3f})"
               f"  x{median / alone:.3f} of alone")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
