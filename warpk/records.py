@@ -94,9 +94,14 @@ class EvalRecord:
     # cgroup (cgroup v2 freezer) | sigstop (every process of its sandbox stopped) | none
     freeze: str | None = None
     # the reference's time per call once the candidate's sandbox was gone, and how much slower
-    # it was while the candidate existed (interleaved / alone; where > 1, the speedup uses alone)
+    # it was while the candidate existed (interleaved / alone; where > 1.05, the speedup uses alone)
     ref_alone_runtime_ms: float | None = None
     ref_contention: float | None = None
+    # where it was: the candidate's time per call back to back (the reference idle), and which
+    # ratio the speedup is, the lower of `interleaved` and `alone` (both sides alone); None where
+    # the candidate was not timed alone (the reference's batches then scaled down to alone)
+    new_alone_runtime_ms: float | None = None
+    basis: str | None = None
     # Evaluator v2 only (records before 2026-12-05): the share of the candidate's self-reported
     # time its wall clock confirmed. v3 uses no self-reported time; always None since.
     clock_confirmed: float | None = None

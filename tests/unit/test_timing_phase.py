@@ -141,3 +141,52 @@ def test_the_reference_is_timed_alone_again_unless_a_fresh_time_shows_no_content
     times.add(key, (1.2, 1.2, 1.2))
     assert times.fresh(key) == (1.2, 1.2, 1.2)
     assert times.fresh(("another task", "cpu")) is None
+
+
+# --- the candidate timed alone too: a slowdown both sides share is not charged to it ------------
+def test_a_slowdown_both_sides_share_while_taking_turns_is_not_charged_to_the_candidate():
+    from warpk.evaluator.timing_phase import Timing
+
+    # A copy: both sides 1.8x slower taking turns than back to back (ResNet18 on the H100).
+    copy = Timing(7, ref_ms=(1.8,) * 5, new_ms=(1.8,) * 5, freeze="cgroup", new_alone_ms=(1.0,) * 5)
+    fields = copy.fields(alone_ms=(1.0,) * 5)
+    assert fields["speedup"] == pytest.approx(1.0) and fields["ref_contention"] == pytest.approx(1.8)
+    assert fields["new_alone_runtime_ms"] == pytest.approx(1.0) and fields["basis"] in ("alone", "interleaved")
+    # Without the candidate alone, the old correction: the reference scaled to alone + 5%.
+    scaled = Timing(7, ref_ms=(1.8,) * 5, new_ms=(1.8,) * 5, freeze="cgroup").fields(alone_ms=(1.0,) * 5)
+    assert scaled["speedup"] == pytest.approx(1.05 / 1.8) and "basis" not in scaled
+
+
+def test_a_reference_slowed_for_the_candidate_alone_gains_it_nothing():
+    from warpk.evaluator.timing_phase import Timing
+
+    # Corpus 54's shape: only the reference slowed (2x) while the candidate existed; both sides
+    # alone the same: the interleaved 2.0 is refused, the both-alone ratio 1.0 is the speedup.
+    attack = Timing(7, ref_ms=(2.0,) * 5, new_ms=(1.0,) * 5, freeze="cgroup", new_alone_ms=(1.0,) * 5)
+    fields = attack.fields(alone_ms=(1.0,) * 5)
+    assert fields["speedup"] == pytest.approx(1.0) and fields["basis"] == "alone"
+    assert fields["runtime_ms"] == pytest.approx(1.0) and fields["ref_runtime_ms"] == pytest.approx(1.0)
+    # A candidate faster alone than taking turns still gets no more than the interleaved ratio.
+    shy = Timing(7, ref_ms=(2.0,) * 5, new_ms=(2.0,) * 5, freeze="cgroup", new_alone_ms=(0.5,) * 5)
+    fields = shy.fields(alone_ms=(1.0,) * 5)
+    assert fields["speedup"] == pytest.approx(1.0) and fields["basis"] == "interleaved"
+    assert fields["ref_runtime_ms"] == pytest.approx(2.0)  # the interleaved batches, unscaled
+
+
+def test_the_candidate_alone_runs_back_to_back_and_every_output_is_verified_afterwards():
+    from warpk.evaluator.timing_phase import candidate_alone
+
+    still, log = Still(), []
+    cand = FakeSide("candidate", 1.0, still, log)
+    ref = FakeSide("reference", 2.0, still, log)
+    times = candidate_alone(cand, ref, lambda seed: [seed % 1000], verify, 3, 4, hold_bytes=10, most_bytes=1000)
+    assert times == (1.0,) * 4
+    sides = [side for side, _, _ in log]
+    assert sides == ["candidate"] * 5 + ["reference"] * 4  # one warmup, then the reference untimed
+    assert [inputs for _, _, inputs in log[1:5]] == [inputs for _, _, inputs in log[5:]]  # same inputs
+    assert {frozen for side, frozen, _ in log if side == "reference"} == {True}
+    wrong = FakeSide("candidate", 1.0, still, [], f=lambda x: x * 3)
+    with pytest.raises(Verdict, match="call 0 of batch 0 timed alone"):
+        candidate_alone(wrong, ref, lambda seed: [seed % 1000], verify, 3, 4, hold_bytes=10, most_bytes=1000)
+    # outputs that would not fit the memory a batch may hold: not timed alone (the old correction)
+    assert candidate_alone(cand, ref, lambda seed: [seed], verify, 3, 4, hold_bytes=300, most_bytes=1000) == ()

@@ -20,7 +20,8 @@ from warpk.telemetry.model import modelled_energy
 # Measurement fields that the record carries under the same name.
 SHARED = ("device", "max_abs_err", "max_rel_err", "runtime_ms", "runtime_iqr_ms", "ref_runtime_ms",
           "ref_runtime_iqr_ms", "flops", "min_bytes", "compile_s", "correctness_s", "timing_s",
-          "calls_per_batch", "freeze", "ref_alone_runtime_ms", "ref_contention")
+          "calls_per_batch", "freeze", "ref_alone_runtime_ms", "ref_contention",
+          "new_alone_runtime_ms", "basis")
 
 
 MEASURED_ENERGY = ("energy_j", "energy_uncertainty_j", "avg_power_w", "window_s", "ref_energy_j",

@@ -194,6 +194,8 @@ class Measurement:
     freeze: str | None = None  # how the candidate was kept still while the reference was timed
     ref_alone_runtime_ms: float | None = None  # the reference once the candidate was gone, and
     ref_contention: float | None = None  # interleaved / alone (> 1: slowed while it existed)
+    new_alone_runtime_ms: float | None = None  # the candidate back to back, where contention was
+    basis: str | None = None  # which ratio the speedup is then: interleaved | alone
     flops: float | None = None
     min_bytes: float | None = None
     io_bytes: float | None = None  # inputs + outputs of one call

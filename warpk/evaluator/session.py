@@ -12,6 +12,7 @@ Non-goals: no verdict mapping of exceptions (trusted.measure), no sandboxing, no
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -22,6 +23,7 @@ import types
 
 from warpk.evaluator import energy_phase as ep
 from warpk.evaluator import protocol as wire
+from warpk.evaluator import timing_phase as tp
 from warpk.evaluator.checks import Verdict, check_correct, check_redrawn, fingerprint, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies
@@ -34,7 +36,6 @@ from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.reference import GuardedSide, ReferenceWorkers, out_of_memory, reference_failures
 from warpk.evaluator.remote import check_readable, wait_worker_pid
 from warpk.evaluator.steps import Correctness, Steps, work_of
-from warpk.evaluator.timing_phase import Timing, calls_per_batch, needs_alone, reference_alone, time_batches
 from warpk.evaluator.transport import layout
 
 
@@ -203,14 +204,14 @@ class Session(Link):
         self.ref_call_s = statistics.median(ref_times[1:] or ref_times)
         return Correctness(seed, worst_abs, worst_rel)
 
-    def timing(self, io_bytes: float) -> Timing:
+    def timing(self, io_bytes: float) -> tp.Timing:
         """Both sides through the same round trip on this process's clock (timing_phase)."""
         s = self.s
         self.phase = "timing"
         ref = self.ref_link
         ref.phase = "timing"
         ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
-        k = calls_per_batch(self.ref_call_s, io_bytes, s.batch_target_ms, s.batch_memory_bytes)
+        k = tp.calls_per_batch(self.ref_call_s, io_bytes, s.batch_target_ms, s.batch_memory_bytes)
 
         def verify(ref_out, out, where: str) -> None:
             check_correct(self.torch, ref_out, out, s, where)
@@ -220,8 +221,17 @@ class Session(Link):
         with self.pool.hold():  # no compile sandbox runs meanwhile (pool_gate)
             if self.request.energy is not None and self.dev.cuda and not big:
                 self.clean_ref_ms = ep.reference_call_ms(self.run_reference, self.inputs, self.dev.sync)
-            return time_batches(self, GuardedSide(ref, self.reference_side), self.freezer, self.inputs,
-                                verify, k, s.timing_batches, big, self.torch)
+            guarded = GuardedSide(ref, self.reference_side)
+            timed = tp.time_batches(self, guarded, self.freezer, self.inputs, verify, k, s.timing_batches,
+                                    big, self.torch)
+            if big or not self.request.candidate_pid or not tp.needs_alone(timed, self.alone_cached()):
+                return timed  # the reference alone will not scale it (timing_without_candidate)
+            return dataclasses.replace(timed, new_alone_ms=tp.candidate_alone(
+                self, guarded, self.inputs, verify, k, tp.alone_batches(s.timing_batches), k * self.out_bytes,
+                s.batch_memory_bytes))
+
+    def alone_cached(self) -> tuple[float, ...] | None:
+        return self.references.alone.fresh((self.request.task_source, self.request.shape))
 
     def timing_without_candidate(self) -> tuple[float, ...]:
         """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
@@ -230,20 +240,19 @@ class Session(Link):
         the reference's batches alone (() where no sandbox was started)."""
         if not self.request.candidate_pid:
             return ()
-        key = (self.request.task_source, self.request.shape)
-        cached = self.references.alone.fresh(key)
-        if not needs_alone(self.found.timed, cached):  # as fast as alone a moment ago: nothing to scale
+        cached = self.alone_cached()
+        if not tp.needs_alone(self.found.timed, cached):  # as fast as alone a moment ago: nothing to scale
             return cached
         self.phase = "timing"
         self.apply_shape(self.request.shape)  # other_shapes left another shape's constants set
         if not self.freezer.kill():
             raise Verdict("crashed", "the candidate's sandbox did not end when killed")
-        batches = max(3, self.s.timing_batches // 2)
+        batches = tp.alone_batches(self.s.timing_batches)
         self.ref_link.phase = "timing alone"
         with self.reference_side("timing alone"), self.pool.hold():
-            alone = reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches,
-                                    big=self.found.timed.big)
-        self.references.alone.add(key, alone)
+            alone = tp.reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches,
+                                       big=self.found.timed.big)
+        self.references.alone.add((self.request.task_source, self.request.shape), alone)
         return alone
 
     def other_shapes(self) -> None:
