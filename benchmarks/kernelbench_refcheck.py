@@ -52,6 +52,10 @@ def show(out, n: int, i: int, record) -> None:
     tail = f" {record.error[:160]}" if record.status != "ok" else (
         f" speedup {record.speedup:.3f} [{record.speedup_low:.3f}, {record.speedup_high:.3f}]"
     )
+    if record.status == "ok" and record.ref_contention and record.ref_contention > 1.05:
+        tail += f" (reference {record.ref_contention:.2f}x slower interleaved than alone; " + (
+            f"candidate alone {record.new_alone_runtime_ms:.3f} ms, basis {record.basis})"
+            if record.basis else "scaled to alone)")
     print(f"  {i + 1}/{n} {record.task_id}: {record.status}{tail}", flush=True)
 
 
