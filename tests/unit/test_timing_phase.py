@@ -151,7 +151,8 @@ def test_a_slowdown_both_sides_share_while_taking_turns_is_not_charged_to_the_ca
     copy = Timing(7, ref_ms=(1.8,) * 5, new_ms=(1.8,) * 5, freeze="cgroup", new_alone_ms=(1.0,) * 5)
     fields = copy.fields(alone_ms=(1.0,) * 5)
     assert fields["speedup"] == pytest.approx(1.0) and fields["ref_contention"] == pytest.approx(1.8)
-    assert fields["new_alone_runtime_ms"] == pytest.approx(1.0) and fields["basis"] in ("alone", "interleaved")
+    assert fields["new_alone_runtime_ms"] == pytest.approx(1.0)
+    assert fields["basis"] in ("alone", "interleaved")  # equal here
     # Without the candidate alone, the old correction: the reference scaled to alone + 5%.
     scaled = Timing(7, ref_ms=(1.8,) * 5, new_ms=(1.8,) * 5, freeze="cgroup").fields(alone_ms=(1.0,) * 5)
     assert scaled["speedup"] == pytest.approx(1.05 / 1.8) and "basis" not in scaled
@@ -173,20 +174,22 @@ def test_a_reference_slowed_for_the_candidate_alone_gains_it_nothing():
     assert fields["ref_runtime_ms"] == pytest.approx(2.0)  # the interleaved batches, unscaled
 
 
-def test_the_candidate_alone_runs_back_to_back_and_every_output_is_verified_afterwards():
-    from warpk.evaluator.timing_phase import candidate_alone
+def test_the_candidate_alone_runs_back_to_back_and_the_reference_alone_verifies_it_on_its_inputs():
+    from warpk.evaluator.timing_phase import candidate_alone, reference_alone
 
     still, log = Still(), []
     cand = FakeSide("candidate", 1.0, still, log)
     ref = FakeSide("reference", 2.0, still, log)
-    times = candidate_alone(cand, ref, lambda seed: [seed % 1000], verify, 3, 4, hold_bytes=10, most_bytes=1000)
-    assert times == (1.0,) * 4
-    sides = [side for side, _, _ in log]
-    assert sides == ["candidate"] * 5 + ["reference"] * 4  # one warmup, then the reference untimed
-    assert [inputs for _, _, inputs in log[1:5]] == [inputs for _, _, inputs in log[5:]]  # same inputs
-    assert {frozen for side, frozen, _ in log if side == "reference"} == {True}
-    wrong = FakeSide("candidate", 1.0, still, [], f=lambda x: x * 3)
+    draw = lambda seed: [seed % 1000]  # noqa: E731
+    times, kept = candidate_alone(cand, draw, 3, 4, hold_bytes=10, most_bytes=1000)
+    assert times == (1.0,) * 4 and len(kept) == 4
+    assert [side for side, _, _ in log] == ["candidate"] * 5  # one warmup, nothing of the reference
+    alone = reference_alone(ref, draw, 3, 4, kept=kept, verify=verify)
+    assert alone == (2.0,) * 4
+    assert [inputs for _, _, inputs in log[1:5]] == [inputs for _, _, inputs in log[6:]]  # same inputs
+    assert log[5][2] != log[1][2]  # the reference's warmup on fresh ones
+    _, wrong = candidate_alone(FakeSide("candidate", 1.0, still, [], f=lambda x: x * 3), draw, 3, 4, 10, 1000)
     with pytest.raises(Verdict, match="call 0 of batch 0 timed alone"):
-        candidate_alone(wrong, ref, lambda seed: [seed % 1000], verify, 3, 4, hold_bytes=10, most_bytes=1000)
-    # outputs that would not fit the memory a batch may hold: not timed alone (the old correction)
-    assert candidate_alone(cand, ref, lambda seed: [seed], verify, 3, 4, hold_bytes=300, most_bytes=1000) == ()
+        reference_alone(ref, draw, 3, 4, kept=wrong, verify=verify)
+    # outputs that would not fit the memory they may hold: not timed alone (the old correction)
+    assert candidate_alone(cand, draw, 3, 4, hold_bytes=300, most_bytes=1000) == ((), [])

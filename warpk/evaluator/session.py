@@ -67,6 +67,7 @@ class Session(Link):
         self.pool = PoolGate.from_env()  # the run's compile pool, frozen while this lane times
         self.found = Steps(dev.name)  # each step's result (steps.py), the record made from them
         self.ref_link: Link | None = None
+        self.kept: tp.Kept = []  # the candidate's outputs timed alone, until the reference alone checks
         self.freezer: Freezer | None = None
         self.watch = Stopwatch("trusted")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
         # the lane's next worker, importing torch meanwhile: still while anything is timed
@@ -204,6 +205,9 @@ class Session(Link):
         self.ref_call_s = statistics.median(ref_times[1:] or ref_times)
         return Correctness(seed, worst_abs, worst_rel)
 
+    def verify(self, ref_out, out, where: str) -> None:
+        check_correct(self.torch, ref_out, out, self.s, where)
+
     def timing(self, io_bytes: float) -> tp.Timing:
         """Both sides through the same round trip on this process's clock (timing_phase)."""
         s = self.s
@@ -212,23 +216,21 @@ class Session(Link):
         ref.phase = "timing"
         ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
         k = tp.calls_per_batch(self.ref_call_s, io_bytes, s.batch_target_ms, s.batch_memory_bytes)
-
-        def verify(ref_out, out, where: str) -> None:
-            check_correct(self.torch, ref_out, out, s, where)
-
         big = io_bytes > BIG_IO_BYTES
         self.clean_ref_ms = self.ref_call_s * 1e3  # the energy floor's (energy_phase.reference_call_ms)
         with self.pool.hold():  # no compile sandbox runs meanwhile (pool_gate)
             if self.request.energy is not None and self.dev.cuda and not big:
                 self.clean_ref_ms = ep.reference_call_ms(self.run_reference, self.inputs, self.dev.sync)
             guarded = GuardedSide(ref, self.reference_side)
-            timed = tp.time_batches(self, guarded, self.freezer, self.inputs, verify, k, s.timing_batches,
-                                    big, self.torch)
+            timed = tp.time_batches(self, guarded, self.freezer, self.inputs, self.verify, k,
+                                    s.timing_batches, big, self.torch)
             if big or not self.request.candidate_pid or not tp.needs_alone(timed, self.alone_cached()):
                 return timed  # the reference alone will not scale it (timing_without_candidate)
-            return dataclasses.replace(timed, new_alone_ms=tp.candidate_alone(
-                self, guarded, self.inputs, verify, k, tp.alone_batches(s.timing_batches), k * self.out_bytes,
-                s.batch_memory_bytes))
+            # outputs kept until the reference alone verifies them, a quarter of a batch's memory at most
+            n = tp.alone_batches(s.timing_batches)
+            new_alone, self.kept = tp.candidate_alone(self, self.inputs, k, n, k * self.out_bytes,
+                                                      s.batch_memory_bytes / 4)
+            return dataclasses.replace(timed, new_alone_ms=new_alone)
 
     def alone_cached(self) -> tuple[float, ...] | None:
         return self.references.alone.fresh((self.request.task_source, self.request.shape))
@@ -241,7 +243,7 @@ class Session(Link):
         if not self.request.candidate_pid:
             return ()
         cached = self.alone_cached()
-        if not tp.needs_alone(self.found.timed, cached):  # as fast as alone a moment ago: nothing to scale
+        if not self.kept and not tp.needs_alone(self.found.timed, cached):  # as fast as alone lately
             return cached
         self.phase = "timing"
         self.apply_shape(self.request.shape)  # other_shapes left another shape's constants set
@@ -249,9 +251,11 @@ class Session(Link):
             raise Verdict("crashed", "the candidate's sandbox did not end when killed")
         batches = tp.alone_batches(self.s.timing_batches)
         self.ref_link.phase = "timing alone"
-        with self.reference_side("timing alone"), self.pool.hold():
-            alone = tp.reference_alone(self.ref_link, self.inputs, self.found.timed.calls_per_batch, batches,
-                                       big=self.found.timed.big)
+        with self.pool.hold():
+            alone = tp.reference_alone(GuardedSide(self.ref_link, self.reference_side), self.inputs,
+                                       self.found.timed.calls_per_batch, batches, self.found.timed.big,
+                                       self.kept, self.verify)
+        self.kept = []
         self.references.alone.add((self.request.task_source, self.request.shape), alone)
         return alone
 
@@ -272,7 +276,7 @@ class Session(Link):
             calls = [inputs]
             del inputs
             _, (out,), _, _ = self.go(calls, self.limit_for(1) + self.s.run_timeout_s, consume=True)
-            check_correct(self.torch, ref_out, out, self.s, f"the {name} shape")
+            self.verify(ref_out, out, f"the {name} shape")
 
     def probe_reference(self) -> None:
         """The reference built and run once here before any candidate code runs (once per task,
@@ -330,7 +334,7 @@ class Session(Link):
                                         ep.physical_floor_ms(self.found.work, spec))
         given = ep.CandidateEnergy(
             draw=self.inputs, reference=self.reference, call_ms=floor_ms,
-            verify=lambda expected, got, where: check_correct(self.torch, expected, got, self.s, where),
+            verify=self.verify,
             open_meter=lambda: ep.open_device_meter(self.torch, self.dev, spec), sync=self.dev.sync,
             repeats=spec.repeats, rel_uncertainty=spec.rel_uncertainty, meter_name=ep.meter_name(spec))
         result = ep.candidate_energy(self, self.found.ref_energy or ep.ReferenceResult(None), given)

@@ -143,16 +143,18 @@ def alone_batches(timing_batches: int) -> int:
     return max(3, timing_batches // 2)
 
 
-def candidate_alone(candidate: Side, reference: Side, draw: Callable[[int], list],
-                    verify: Callable[[list, list, str], object], k: int, batches: int,
-                    hold_bytes: float, most_bytes: float) -> tuple[float, ...]:
+Kept = list  # [(seeds, outputs)] of the batches a candidate was timed alone in, to verify
+
+
+def candidate_alone(candidate: Side, draw: Callable[[int], list], k: int, batches: int,
+                    hold_bytes: float, most_bytes: float) -> tuple[tuple[float, ...], Kept]:
     """Per-call ms of `batches` candidate batches of `k` fresh calls (after one warmup batch),
     back to back while the reference worker is idle: the conditions `reference_alone` times the
-    reference in. Every call's output is kept (`hold_bytes` a batch) and verified afterwards
-    against the reference worker's on the same inputs, untimed. () where the kept outputs would
-    pass `most_bytes`: then the reference alone is used as it is (`Timing.fields`)."""
+    reference in. Every timed call's output is kept (`hold_bytes` a batch) with its seed, for
+    `reference_alone` to verify on the same inputs. ((), []) where the kept outputs would pass
+    `most_bytes`: then the reference alone is used as it is (`Timing.fields`)."""
     if hold_bytes * batches > most_bytes:
-        return ()
+        return (), []
     times, kept = [], []
     for batch in range(batches + 1):
         seeds = [secrets.randbits(63) for _ in range(k)]
@@ -161,26 +163,28 @@ def candidate_alone(candidate: Side, reference: Side, draw: Callable[[int], list
             times.append(wall_ms / k)
             kept.append((seeds, outs))
         del outs
-    for batch, (seeds, outs) in enumerate(kept):
-        _, ref_outs, _, _ = reference.go([draw(seed) for seed in seeds], reference.limit_for(k))
-        for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
-            verify(ref_out, out, f"call {i} of batch {batch} timed alone")
-        del ref_outs
-    return tuple(times)
+    return tuple(times), kept
 
 
 def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int,
-                    big: bool = False) -> tuple[float, ...]:
+                    big: bool = False, kept: Kept = (),
+                    verify: Callable[[list, list, str], object] | None = None) -> tuple[float, ...]:
     """Per-call ms of `batches` reference batches of `k` fresh calls (after one warmup batch),
     timed the same way as in `time_batches` (a huge task's memory given back after each), once no
-    candidate process exists."""
+    candidate process exists. With `kept` (`candidate_alone`), the timed batches run on the
+    candidate's alone batches' inputs, and each of its outputs is verified against these."""
     times = []
     for batch in range(batches + 1):
-        calls = [draw(secrets.randbits(63)) for _ in range(k)]
+        seeds = kept[batch - 1][0] if batch and kept else [secrets.randbits(63) for _ in range(k)]
+        calls = [draw(seed) for seed in seeds]
         _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
-        del calls, outs
+        del calls
+        if batch and kept:
+            for i, (ref_out, out) in enumerate(zip(outs, kept[batch - 1][1], strict=True)):
+                verify(ref_out, out, f"call {i} of batch {batch - 1} timed alone")
+        del outs
         if batch:
             times.append(wall_ms / k)
     return tuple(times)
