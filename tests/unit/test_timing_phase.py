@@ -115,32 +115,35 @@ def test_a_reference_slowed_while_the_candidate_existed_is_not_credited():
     assert untouched["speedup"] == pytest.approx(2.0) and untouched["ref_alone_runtime_ms"] == 3.0
 
 
-# --- the reference timed alone, kept for a minute ------------------------------------------------
-def test_the_reference_is_timed_alone_again_unless_a_fresh_time_shows_no_contention():
+# --- the reference timed alone before the candidate (the baseline), kept for a minute -----------
+def test_the_baseline_stands_for_a_minute_and_says_when_the_reference_was_slowed_or_is_stale():
     from warpk.evaluator.timing_phase import (
         ALONE_MAX_AGE_S,
         CONTENTION_TOLERANCE,
         AloneTimes,
+        Baseline,
         Timing,
-        needs_alone,
+        slowed,
+        stale,
     )
 
     now = [0.0]
     times = AloneTimes(clock=lambda: now[0])
     key = ("task source", "cpu")
-    timing = Timing(4, ref_ms=(1.0, 1.02, 0.98), new_ms=(1.0, 1.0, 1.0), freeze="cgroup")
-    assert needs_alone(timing, times.fresh(key))  # nothing measured yet
-    times.add(key, (1.0, 1.0, 1.0))
-    assert not needs_alone(timing, times.fresh(key))  # as fast as alone: nothing to scale
-    slowed = Timing(4, ref_ms=(1.0 + 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
-    assert needs_alone(slowed, times.fresh(key))  # slower than alone: only a measurement now may scale it
-    times.add(key, (1.2, 1.2, 1.2))  # a slower alone never replaces a faster fresh one
-    assert times.fresh(key) == (1.0, 1.0, 1.0)
+    assert times.fresh(key) is None
+    times.add(key, Baseline(4, (1.0, 1.0, 1.0)))
+    assert times.fresh(key).k == 4 and times.fresh(("another task", "cpu")) is None
+    alike = Timing(4, ref_ms=(1.0, 1.02, 0.98), new_ms=(1.0,) * 3, freeze="cgroup")
+    assert not slowed(alike, times.fresh(key).ms) and not stale(alike, times.fresh(key).ms)
+    slower = Timing(4, ref_ms=(1.0 + 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    assert slowed(slower, times.fresh(key).ms)
+    faster = Timing(4, ref_ms=(1.0 - 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    assert stale(faster, times.fresh(key).ms) and not slowed(faster, times.fresh(key).ms)
+    times.drop(key)
+    assert times.fresh(key) is None  # measured again before the next candidate
+    times.add(key, Baseline(4, (1.0,) * 3))
     now[0] = ALONE_MAX_AGE_S + 1
-    assert times.fresh(key) is None and needs_alone(timing, times.fresh(key))  # stale: measured again
-    times.add(key, (1.2, 1.2, 1.2))
-    assert times.fresh(key) == (1.2, 1.2, 1.2)
-    assert times.fresh(("another task", "cpu")) is None
+    assert times.fresh(key) is None  # a minute old: measured again
 
 
 # --- the candidate timed alone too: a slowdown both sides share is not charged to it ------------
@@ -174,22 +177,37 @@ def test_a_reference_slowed_for_the_candidate_alone_gains_it_nothing():
     assert fields["ref_runtime_ms"] == pytest.approx(2.0)  # the interleaved batches, unscaled
 
 
-def test_the_candidate_alone_runs_back_to_back_and_the_reference_alone_verifies_it_on_its_inputs():
-    from warpk.evaluator.timing_phase import candidate_alone, reference_alone
+class TensorSide(FakeSide):
+    """A FakeSide whose outputs are tensors (the alone batches weigh and copy them)."""
+
+    def go(self, calls, limit_s, consume=False, **flags):
+        ran, outs, ins, wall = super().go(calls, limit_s, consume, **flags)
+        return ran, [[torch.tensor([float(o[0])])] for o in outs], ins, wall
+
+
+def test_the_candidate_alone_runs_back_to_back_and_is_verified_on_its_inputs_by_the_reference():
+    from warpk.evaluator.timing_phase import candidate_alone, check_alone
+
+    def same(ref_out, out, where):
+        if not torch.equal(ref_out[0], out[0]):
+            raise Verdict("incorrect", f"{where}: differs")
 
     still, log = Still(), []
-    cand = FakeSide("candidate", 1.0, still, log)
-    ref = FakeSide("reference", 2.0, still, log)
+    cand = TensorSide("candidate", 1.0, still, log)
+    ref = TensorSide("reference", 2.0, still, log)
     draw = lambda seed: [seed % 1000]  # noqa: E731
-    times, kept = candidate_alone(cand, draw, 3, 4, hold_bytes=10, most_bytes=1000)
+    times, kept = candidate_alone(cand, draw, 3, 4, hold_bytes=3 * 4, most_bytes=1000)
     assert times == (1.0,) * 4 and len(kept) == 4
     assert [side for side, _, _ in log] == ["candidate"] * 5  # one warmup, nothing of the reference
-    alone = reference_alone(ref, draw, 3, 4, kept=kept, verify=verify)
-    assert alone == (2.0,) * 4
-    assert [inputs for _, _, inputs in log[1:5]] == [inputs for _, _, inputs in log[6:]]  # same inputs
-    assert log[5][2] != log[1][2]  # the reference's warmup on fresh ones
-    _, wrong = candidate_alone(FakeSide("candidate", 1.0, still, [], f=lambda x: x * 3), draw, 3, 4, 10, 1000)
+    check_alone(ref, draw, 3, kept, same)
+    assert [inputs for _, _, inputs in log[1:5]] == [inputs for _, _, inputs in log[5:]]  # same inputs
+    assert {frozen for side, frozen, _ in log if side == "reference"} == {True}
+    liar = TensorSide("candidate", 1.0, still, [], f=lambda x: x * 3)
+    _, wrong = candidate_alone(liar, draw, 3, 4, 12, 1000)
     with pytest.raises(Verdict, match="call 0 of batch 0 timed alone"):
-        reference_alone(ref, draw, 3, 4, kept=wrong, verify=verify)
+        check_alone(ref, draw, 3, wrong, same)
+    # more bytes than the reference's outputs: incorrect at once, nothing kept beyond the bound
+    with pytest.raises(Verdict, match="larger than the reference"):
+        candidate_alone(cand, draw, 3, 4, hold_bytes=3 * 4 - 1, most_bytes=1000)
     # outputs that would not fit the memory they may hold: not timed alone (the old correction)
     assert candidate_alone(cand, draw, 3, 4, hold_bytes=300, most_bytes=1000) == ((), [])

@@ -67,7 +67,7 @@ class Session(Link):
         self.pool = PoolGate.from_env()  # the run's compile pool, frozen while this lane times
         self.found = Steps(dev.name)  # each step's result (steps.py), the record made from them
         self.ref_link: Link | None = None
-        self.kept: tp.Kept = []  # the candidate's outputs timed alone, until the reference alone checks
+        self.baseline: tp.Baseline | None = None  # the reference alone, before the candidate ran
         self.freezer: Freezer | None = None
         self.watch = Stopwatch("trusted")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
         # the lane's next worker, importing torch meanwhile: still while anything is timed
@@ -100,13 +100,21 @@ class Session(Link):
         seed = secrets.randbits(31)
         init_args = list(self.task.get_init_inputs())
         self.reference = self.make_reference(seed, init_args)
+        if with_reference_worker:
+            self.build_reference_worker(seed, init_args)
         fd, (encoded,) = self.carriers[False].encode_calls([init_args])
         try:
-            if with_reference_worker:
-                with self.reference_side("build"):
-                    self.ref_link.ask(wire.Build(seed, encoded), fd, self.s.compile_timeout_s)
             limit_s = self.limit_for(1) + self.s.run_timeout_s + self.request.first_call_timeout_s
             self.ask(wire.Build(seed, encoded), fd, limit_s)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def build_reference_worker(self, seed: int, init_args: list) -> None:
+        fd, (encoded,) = self.carriers[False].encode_calls([init_args])
+        try:
+            with self.reference_side("build"):
+                self.ref_link.ask(wire.Build(seed, encoded), fd, self.s.compile_timeout_s)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -209,13 +217,16 @@ class Session(Link):
         check_correct(self.torch, ref_out, out, self.s, where)
 
     def timing(self, io_bytes: float) -> tp.Timing:
-        """Both sides through the same round trip on this process's clock (timing_phase)."""
-        s = self.s
+        """Both sides through the same round trip on this process's clock (timing_phase), K from
+        the baseline where there is one; the candidate timed alone too where the reference was
+        slower interleaved than in the baseline."""
+        s, base = self.s, self.baseline
         self.phase = "timing"
         ref = self.ref_link
         ref.phase = "timing"
         ref.ref_call_s, ref.out_bytes, ref.out_count = self.ref_call_s, self.out_bytes, self.out_count
-        k = tp.calls_per_batch(self.ref_call_s, io_bytes, s.batch_target_ms, s.batch_memory_bytes)
+        k = base.k if base else tp.calls_per_batch(self.ref_call_s, io_bytes, s.batch_target_ms,
+                                                  s.batch_memory_bytes)
         big = io_bytes > BIG_IO_BYTES
         self.clean_ref_ms = self.ref_call_s * 1e3  # the energy floor's (energy_phase.reference_call_ms)
         with self.pool.hold():  # no compile sandbox runs meanwhile (pool_gate)
@@ -224,40 +235,61 @@ class Session(Link):
             guarded = GuardedSide(ref, self.reference_side)
             timed = tp.time_batches(self, guarded, self.freezer, self.inputs, self.verify, k,
                                     s.timing_batches, big, self.torch)
-            if big or not self.request.candidate_pid or not tp.needs_alone(timed, self.alone_cached()):
-                return timed  # the reference alone will not scale it (timing_without_candidate)
-            # outputs kept until the reference alone verifies them, a quarter of a batch's memory at most
-            n = tp.alone_batches(s.timing_batches)
-            new_alone, self.kept = tp.candidate_alone(self, self.inputs, k, n, k * self.out_bytes,
-                                                      s.batch_memory_bytes / 4)
+            if base and tp.stale(timed, base.ms):
+                self.references.alone.drop((self.request.task_source, self.request.shape))
+            if big or not base or not tp.slowed(timed, base.ms):
+                return timed
+            # the outputs kept until the reference worker checks them: a quarter of a batch's memory
+            new_alone, kept = tp.candidate_alone(self, self.inputs, k, len(base.ms), k * self.out_bytes,
+                                                 s.batch_memory_bytes / 4)
+            tp.check_alone(guarded, self.inputs, k, kept, self.verify)
             return dataclasses.replace(timed, new_alone_ms=new_alone)
 
-    def alone_cached(self) -> tuple[float, ...] | None:
-        return self.references.alone.fresh((self.request.task_source, self.request.shape))
-
-    def timing_without_candidate(self) -> tuple[float, ...]:
-        """Last: the candidate's sandbox killed (with it its queued kernels and armed timers, which
-        freezing does not stop), the reference timed alone; the speedup never credits a
-        reference the candidate slowed (timing_phase.Timing.fields; corpus 45b, 54). Returns
-        the reference's batches alone (() where no sandbox was started)."""
-        if not self.request.candidate_pid:
-            return ()
-        cached = self.alone_cached()
-        if not self.kept and not tp.needs_alone(self.found.timed, cached):  # as fast as alone lately
-            return cached
-        self.phase = "timing"
-        self.apply_shape(self.request.shape)  # other_shapes left another shape's constants set
-        if not self.freezer.kill():
-            raise Verdict("crashed", "the candidate's sandbox did not end when killed")
-        batches = tp.alone_batches(self.s.timing_batches)
-        self.ref_link.phase = "timing alone"
-        with self.pool.hold():
-            alone = tp.reference_alone(GuardedSide(self.ref_link, self.reference_side), self.inputs,
-                                       self.found.timed.calls_per_batch, batches, self.found.timed.big,
-                                       self.kept, self.verify)
-        self.kept = []
-        self.references.alone.add((self.request.task_source, self.request.shape), alone)
-        return alone
+    def reference_baseline(self) -> tp.Baseline | None:
+        """The reference worker timed alone before any candidate code runs, back to back, the
+        candidate's idle harness and the worker started ahead frozen (timing_phase.Baseline);
+        once a minute per task, shape and lane. None where no sandbox was started."""
+        key = (self.request.task_source, self.request.shape)
+        if not self.request.candidate_pid or (cached := self.references.alone.fresh(key)):
+            return cached if self.request.candidate_pid else None
+        self.phase = "baseline"
+        try:
+            self.ref_worker.wait_loaded(self.s.compile_timeout_s)
+        except RuntimeError as err:
+            self.references.discard()
+            raise HarnessError(str(err)) from err
+        seed, init_args = secrets.randbits(31), list(self.task.get_init_inputs())
+        self.reference = self.make_reference(seed, init_args)
+        self.build_reference_worker(seed, init_args)
+        times = []
+        with self.torch.no_grad():
+            for _ in range(4):  # the first warms up
+                inputs = self.inputs(secrets.randbits(63))
+                start = time.perf_counter()
+                out = self.run_reference(inputs)
+                self.dev.sync()
+                times.append(time.perf_counter() - start)
+            self.size_outputs(out)
+            io_bytes = work_of(self.torch, self.reference, self.run_reference, inputs).io_bytes
+        del inputs, out
+        ref = self.ref_link
+        ref.ref_call_s, ref.out_bytes, ref.out_count = max(times), self.out_bytes, self.out_count
+        k = tp.calls_per_batch(statistics.median(times[1:]), io_bytes, self.s.batch_target_ms,
+                               self.s.batch_memory_bytes)
+        big = io_bytes > BIG_IO_BYTES
+        self.reference = None
+        self.release()
+        ref.phase = "baseline"
+        self.spare = still_or_gone(self.spare)
+        try:
+            with self.pool.hold():
+                ms = tp.reference_alone(GuardedSide(ref, self.reference_side), self.inputs, k,
+                                        tp.alone_batches(self.s.timing_batches), big)
+        finally:
+            self.spare.thaw()
+        baseline = tp.Baseline(k, ms, big)
+        self.references.alone.add(key, baseline)
+        return baseline
 
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
@@ -370,6 +402,9 @@ class Session(Link):
             if self.remote:
                 check_readable(self.pid)
         lap("candidate interpreter and freezer")
+        self.freezer.freeze()  # our idle harness, still while the reference is timed alone
+        self.baseline = self.reference_baseline()
+        lap("reference baseline")
         start = time.perf_counter()
         self.phase = "load"
         self.went = True  # its code runs from its import on: memory the device lacks is its doing
@@ -408,6 +443,5 @@ class Session(Link):
                 self.found.lane = lane.fields(self.spans)
             self.other_shapes()
             lap("other shapes")
-            self.found.alone_ms = self.timing_without_candidate()
-            lap("kill, reference alone")
+            self.found.alone_ms = self.baseline.ms if self.baseline else ()
         return wire.Measurement(status="ok", **self.found.fields())

@@ -13,18 +13,18 @@ the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.free
 WARMUP_BATCHES warm both up and are not used. Every timed call's output is verified against the reference
 worker's. Speedup = median of the per-batch ratios with its distribution-free 95% interval.
 A frozen candidate's queued GPU kernels still run and its armed timers still fire (waking the
-CPU the reference runs on), so the reference is also timed once the candidate's sandbox is gone
-(`reference_alone`), and the interleaved reference batches are never taken as slower than that
-(`Timing.fields`). That measurement stands for the next candidates of the task on the lane for a
-minute (`AloneTimes`, the lowest fresh one), as long as their interleaved reference is no slower
-than it beyond noise (`needs_alone`): whenever it is, the reference is timed alone again, and the
-candidate is timed the same way first (`candidate_alone`: back to back, the reference worker
-idle). Taking turns can slow both sides alike (copies of upstream CNNs, single L1 ops and an LSTM
-on the H100: interleaved 1.1-1.8x slower than alone on both sides, docs/benchmarks.md), so a
-slowed reference is then charged to the candidate only as far as the ratio of both sides alone
-says: the speedup is the lower of the interleaved ratio and the both-alone ratio. Neither can be
-raised by slowing the reference: the first is never above the second once the reference was
-slowed for the candidate alone, and the second is timed with the candidate gone.
+CPU the reference runs on), and what its sandbox leaves to the kernel outlives even its death
+(red team round 29: SysV memory freed by a kworker on the lane's core after the kill), so the
+reference is also timed alone before any candidate code runs (`Baseline`, measured by
+Session.reference_baseline: back to back, the candidate's idle harness and the worker started
+ahead frozen), once a minute per task, shape and lane (`AloneTimes`); its batch size is then
+every candidate's K. Where the interleaved reference was slower than that beyond noise
+(`slowed`), either the candidate slowed it or taking turns slows both sides (copies of
+upstream CNNs, single L1 ops and an LSTM on the H100: both 1.1-1.8x slower interleaved than
+alone, docs/benchmarks.md), so the candidate is timed alone too (`candidate_alone`: back to back,
+the reference worker idle; its outputs verified afterwards by `check_alone`) and the speedup is
+the lower of the interleaved and the both-alone ratios (`Timing.fields`). Slowing the reference
+raises only the first; the second has nothing of the candidate in the reference's batches.
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (session.Session.run).
 """
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from warpk.evaluator.checks import check_redrawn, fingerprint
+from warpk.evaluator.checks import Verdict, check_redrawn, fingerprint
 from warpk.evaluator.speed import speed_summary
 
 MAX_CALLS_PER_BATCH = 4096
@@ -88,12 +88,13 @@ class Timing:
     new_alone_ms: tuple[float, ...] = ()  # the candidate back to back, the reference idle
 
     def fields(self, alone_ms: tuple[float, ...] = ()) -> dict:
-        """The record's timing fields. `alone_ms`: reference batches timed after the candidate's
-        sandbox was gone. Where the interleaved reference was slower than that beyond noise,
-        what freezing does not stop (kernels queued on the device, armed timers) may have slowed
-        it for the candidate, or taking turns slowed both sides: with the candidate timed alone
-        too, the speedup is the lower of the interleaved and the both-alone ratios (`basis`);
-        without, the reference's batches are scaled down to alone (+ the tolerance)."""
+        """The record's timing fields. `alone_ms`: the reference's batches alone (`Baseline`).
+        Where the interleaved reference was slower than that beyond noise, what freezing does
+        not stop (kernels queued on the device, armed timers) may have slowed it for the
+        candidate, or taking turns slowed both sides: with the candidate timed alone too, the
+        speedup is the lower of the interleaved and the both-alone ratios (`basis`); without
+        (outputs too big to keep), the reference's batches are scaled down to alone (+ the
+        tolerance)."""
         ref_ms, new_ms = list(self.ref_ms), list(self.new_ms)
         extra: dict = {}
         if alone_ms:
@@ -112,30 +113,43 @@ class Timing:
                     **speed_summary(ref_ms, new_ms), **extra)
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The reference timed alone before any candidate code ran: per-call ms of its batches of
+    `k` calls, the K every candidate of its task, shape and lane is timed with meanwhile."""
+
+    k: int
+    ms: tuple[float, ...]
+    big: bool = False
+
+
 class AloneTimes:
-    """The last minute's reference-alone times per (task, shape) of one lane (the trusted
-    worker's): the lowest fresh one, so a stale one can only ask for a new measurement."""
+    """The last minute's baseline per (task, shape) of one lane (the trusted worker's)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.clock = clock
-        self.entries: dict[tuple, tuple[float, tuple[float, ...]]] = {}
+        self.entries: dict[tuple, tuple[float, Baseline]] = {}
 
-    def fresh(self, key: tuple) -> tuple[float, ...] | None:
-        when, alone = self.entries.get(key, (-math.inf, ()))
-        return alone if self.clock() - when <= ALONE_MAX_AGE_S else None
+    def fresh(self, key: tuple) -> Baseline | None:
+        when, baseline = self.entries.get(key, (-math.inf, None))
+        return baseline if self.clock() - when <= ALONE_MAX_AGE_S else None
 
-    def add(self, key: tuple, alone: tuple[float, ...]) -> None:
-        kept = self.fresh(key)
-        if kept is None or statistics.median(alone) < statistics.median(kept):
-            self.entries[key] = (self.clock(), alone)
+    def add(self, key: tuple, baseline: Baseline) -> None:
+        self.entries[key] = (self.clock(), baseline)
+
+    def drop(self, key: tuple) -> None:
+        self.entries.pop(key, None)
 
 
-def needs_alone(timing: Timing, cached: tuple[float, ...] | None) -> bool:
-    """Whether the reference must be timed alone now: nothing fresh cached, or the interleaved
-    reference was slower than that by more than noise (then only a measurement now may scale it)."""
-    if not cached:
-        return True
-    return statistics.median(timing.ref_ms) > statistics.median(cached) * (1 + CONTENTION_TOLERANCE)
+def slowed(timing: Timing, alone_ms: tuple[float, ...]) -> bool:
+    """Whether the interleaved reference was slower than alone by more than noise."""
+    return statistics.median(timing.ref_ms) > statistics.median(alone_ms) * (1 + CONTENTION_TOLERANCE)
+
+
+def stale(timing: Timing, alone_ms: tuple[float, ...]) -> bool:
+    """Whether the interleaved reference was faster than alone by more than noise: the baseline
+    no longer says how fast the reference is alone (measured again for the next candidate)."""
+    return statistics.median(timing.ref_ms) * (1 + CONTENTION_TOLERANCE) < statistics.median(alone_ms)
 
 
 def alone_batches(timing_batches: int) -> int:
@@ -149,42 +163,50 @@ Kept = list  # [(seeds, outputs)] of the batches a candidate was timed alone in,
 def candidate_alone(candidate: Side, draw: Callable[[int], list], k: int, batches: int,
                     hold_bytes: float, most_bytes: float) -> tuple[tuple[float, ...], Kept]:
     """Per-call ms of `batches` candidate batches of `k` fresh calls (after one warmup batch),
-    back to back while the reference worker is idle: the conditions `reference_alone` times the
-    reference in. Every timed call's output is kept (`hold_bytes` a batch) with its seed, for
-    `reference_alone` to verify on the same inputs. ((), []) where the kept outputs would pass
-    `most_bytes`: then the reference alone is used as it is (`Timing.fields`)."""
+    back to back while the reference worker is idle: the conditions the `Baseline` times the
+    reference in. Each timed batch's outputs are copied (after its clock stopped: the next batch
+    reuses the memory, as the reference's batches do) and kept with their seeds for
+    `check_alone`; outputs larger than the reference's (`hold_bytes` a batch) are incorrect.
+    ((), []) where the kept outputs would pass `most_bytes`: the reference is then scaled to
+    alone (`Timing.fields`)."""
     if hold_bytes * batches > most_bytes:
         return (), []
     times, kept = [], []
     for batch in range(batches + 1):
         seeds = [secrets.randbits(63) for _ in range(k)]
         _, outs, _, wall_ms = candidate.go([draw(seed) for seed in seeds], candidate.limit_for(k))
+        tensors = [t for call in outs for t in call]
+        if sum(t.numel() * t.element_size() for t in tensors) > hold_bytes:
+            raise Verdict("incorrect", "outputs larger than the reference's")
         if batch:
             times.append(wall_ms / k)
-            kept.append((seeds, outs))
-        del outs
+            kept.append((seeds, [[t.clone() for t in call] for call in outs]))
+        del outs, tensors
     return tuple(times), kept
 
 
+def check_alone(reference: Side, draw: Callable[[int], list], k: int, kept: Kept,
+                verify: Callable[[list, list, str], object]) -> None:
+    """The candidate's alone batches verified against the reference worker on the same inputs
+    (untimed)."""
+    for batch, (seeds, outs) in enumerate(kept):
+        _, ref_outs, _, _ = reference.go([draw(seed) for seed in seeds], reference.limit_for(k))
+        for i, (ref_out, out) in enumerate(zip(ref_outs, outs, strict=True)):
+            verify(ref_out, out, f"call {i} of batch {batch} timed alone")
+        del ref_outs
+
+
 def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int,
-                    big: bool = False, kept: Kept = (),
-                    verify: Callable[[list, list, str], object] | None = None) -> tuple[float, ...]:
+                    big: bool = False) -> tuple[float, ...]:
     """Per-call ms of `batches` reference batches of `k` fresh calls (after one warmup batch),
-    timed the same way as in `time_batches` (a huge task's memory given back after each), once no
-    candidate process exists. With `kept` (`candidate_alone`), the timed batches run on the
-    candidate's alone batches' inputs, and each of its outputs is verified against these."""
+    timed the same way as in `time_batches` (a huge task's memory given back after each)."""
     times = []
     for batch in range(batches + 1):
-        seeds = kept[batch - 1][0] if batch and kept else [secrets.randbits(63) for _ in range(k)]
-        calls = [draw(seed) for seed in seeds]
+        calls = [draw(secrets.randbits(63)) for _ in range(k)]
         _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
-        del calls
-        if batch and kept:
-            for i, (ref_out, out) in enumerate(zip(outs, kept[batch - 1][1], strict=True)):
-                verify(ref_out, out, f"call {i} of batch {batch - 1} timed alone")
-        del outs
+        del calls, outs
         if batch:
             times.append(wall_ms / k)
     return tuple(times)
