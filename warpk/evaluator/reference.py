@@ -153,7 +153,9 @@ class ReferenceWorkers:
 
     def __init__(self):
         self.current: ReferenceWorker | None = None
-        self.probed: set[tuple[str, str]] = set()  # (task source, shape) run here before a candidate
+        # (task source, shape) run here before a candidate -> its pace: (median call s, slowest call s,
+        # I/O bytes of a call, output bytes, output tensors)
+        self.probed: dict[tuple[str, str], tuple[float, float, float, int, int]] = {}
         self.alone = AloneTimes()  # (task source, shape) -> the reference timed alone lately
 
     def for_request(self, request: wire.MeasureRequest) -> ReferenceWorker:

@@ -43,14 +43,16 @@ the reference is timed through the same harness in a worker of its own, in this 
   While the reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every
   process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads, so
   all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the
-  reference is timed again after the sandbox is killed, so what freezing does not stop (kernels
-  queued on the GPU, armed timers) is not credited to it (corpus 45b, 54).
+  reference is timed alone before any candidate code runs, so what freezing does not stop
+  (kernels queued on the GPU, armed timers) is not credited to it beyond the ratio of both
+  sides alone (corpus 45b, 54, 59); SysV and POSIX message-queue IPC, whose objects the kernel
+  frees after the sandbox is gone, fail with EPERM (round 29).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
   can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
   (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); the disk its
   build dir takes, in `process` mode its working dir; kernel or driver
-  exploits (the seccomp filter blocks only the keyring's calls, on x86_64 and aarch64:
+  exploits (the seccomp filter blocks only the keyring's and IPC's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
   the mounted system folders, /sys and the mounted Python installation reveal (warpk.evaluator.
   mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate, a checkout

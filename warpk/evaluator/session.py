@@ -258,27 +258,12 @@ class Session(Link):
         except RuntimeError as err:
             self.references.discard()
             raise HarnessError(str(err)) from err
-        seed, init_args = secrets.randbits(31), list(self.task.get_init_inputs())
-        self.reference = self.make_reference(seed, init_args)
-        self.build_reference_worker(seed, init_args)
-        times = []
-        with self.torch.no_grad():
-            for _ in range(4):  # the first warms up
-                inputs = self.inputs(secrets.randbits(63))
-                start = time.perf_counter()
-                out = self.run_reference(inputs)
-                self.dev.sync()
-                times.append(time.perf_counter() - start)
-            self.size_outputs(out)
-            io_bytes = work_of(self.torch, self.reference, self.run_reference, inputs).io_bytes
-        del inputs, out
+        self.build_reference_worker(secrets.randbits(31), list(self.task.get_init_inputs()))
+        call_s, most_s, io_bytes, out_bytes, out_count = self.references.probed[key]
         ref = self.ref_link
-        ref.ref_call_s, ref.out_bytes, ref.out_count = max(times), self.out_bytes, self.out_count
-        k = tp.calls_per_batch(statistics.median(times[1:]), io_bytes, self.s.batch_target_ms,
-                               self.s.batch_memory_bytes)
+        ref.ref_call_s, ref.out_bytes, ref.out_count = most_s, out_bytes, out_count
+        k = tp.calls_per_batch(call_s, io_bytes, self.s.batch_target_ms, self.s.batch_memory_bytes)
         big = io_bytes > BIG_IO_BYTES
-        self.reference = None
-        self.release()
         ref.phase = "baseline"
         self.spare = still_or_gone(self.spare)
         try:
@@ -311,20 +296,29 @@ class Session(Link):
             self.verify(ref_out, out, f"the {name} shape")
 
     def probe_reference(self) -> None:
-        """The reference built and run once here before any candidate code runs (once per task,
-        shape and lane): what the task needs is known before a candidate could hold the device's
-        memory, so `too_big` is the task's and never a candidate's doing."""
+        """The reference built and run here before any candidate code runs (once per task, shape
+        and lane): what the task needs is known before a candidate could hold the device's
+        memory, so `too_big` is the task's and never a candidate's doing; its pace (a call's
+        time, its outputs' and I/O's sizes) sizes the baseline's batches."""
         key = (self.request.task_source, self.request.shape)
         if key in self.references.probed:
             return
-        torch = self.torch
         self.phase = "build"
-        with torch.no_grad():
+        times = []
+        with self.torch.no_grad():
             self.reference = self.make_reference(secrets.randbits(31), list(self.task.get_init_inputs()))
-            self.run_reference(self.inputs(secrets.randbits(63)))
-            self.dev.sync()
-        self.reference = None
-        self.references.probed.add(key)
+            for _ in range(4):  # the first warms up; one set of inputs and outputs at a time
+                inputs = out = None
+                inputs = self.inputs(secrets.randbits(63))
+                start = time.perf_counter()
+                out = self.run_reference(inputs)
+                self.dev.sync()
+                times.append(time.perf_counter() - start)
+            self.size_outputs(out)
+            io_bytes = work_of(self.torch, self.reference, self.run_reference, inputs).io_bytes
+        self.reference = inputs = out = None
+        self.references.probed[key] = (statistics.median(times[1:]), max(times), io_bytes,
+                                       self.out_bytes, self.out_count)
 
     def start_reference_worker(self) -> None:
         """The reference worker for this task (started now, or kept from its last candidate)."""

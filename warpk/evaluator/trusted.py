@@ -8,7 +8,9 @@ Model, warpk.evaluator.reference) through (warpk.evaluator.session.Session.run):
 
   0. the task's reference built and run here once per task, before any candidate code runs:
      running out of memory then is the task's (`too_big`); from the candidate's import on, the
-     candidate's (it shares the device)
+     candidate's (it shares the device); then, once a minute per task, shape and lane, the
+     reference worker timed alone, back to back, the candidate's idle harness frozen (the
+     baseline, warpk.evaluator.timing_phase)
   1. load      the candidate is imported over there, the task in the reference worker -> compile_error
   2. build     Model here, in the reference worker and ModelNew over there, one seed  -> runtime_error
   3. correctness: `correctness_trials` trials on inputs drawn here from `secrets` seeds, sent
@@ -17,10 +19,10 @@ Model, warpk.evaluator.reference) through (warpk.evaluator.session.Session.run):
      twice (determinism); inputs come back to be checked unmodified            -> incorrect
   4. FLOPs and minimum bytes of one reference call (torch's flop counter) for the roofline
   5. timing (warpk.evaluator.timing_phase): both sides timed by this process's clock through
-     the identical round trip, the candidate frozen while the reference runs     -> speedup
+     the identical round trip, the candidate frozen while the reference runs; where the
+     reference was slower than its baseline, the candidate timed alone too       -> speedup
   6. energy (evaluate.energy=nvml|sampler, GPU only; warpk.evaluator.energy_phase)
   7. on a GPU, one correctness trial at each other declared shape
-  8. the candidate's sandbox killed, the reference timed alone (warpk.evaluator.timing_phase)
 Every wait on a worker has a limit: compile_timeout_s for loading, otherwise run_timeout_s +
 run_timeout_factor x the reference's time for the same work -> timeout. A failure of the task's
 reference or of the reference worker is `harness_error` (the parent stops the run), never the
