@@ -2,10 +2,11 @@
 protocol's steps in order (`Session.run`; the list is in trusted.py's docstring), the reference
 here and in the reference worker, the candidate behind its socket.
 
-Session lives in five modules, read in this order: this one (the protocol's order, the reference,
-correctness), `link` (messages and tensors to and from a worker, the bounds on both),
-`timing_phase` (the timed batches, a function of two sides), `energy_phase` (functions of what
-they need) and `steps` (each step's frozen result and the record assembled from them).
+Session lives in six modules, read in this order: this one (the protocol's order, the reference,
+correctness), `before` (the reference probed and timed alone before any candidate code runs),
+`link` (messages and tensors to and from a worker, the bounds on both), `timing_phase` (the timed
+batches, a function of two sides), `energy_phase` (functions of what they need) and `steps` (each
+step's frozen result and the record assembled from them).
 
 Non-goals: no verdict mapping of exceptions (trusted.measure), no sandboxing, no records.
 """
@@ -21,6 +22,7 @@ import statistics
 import time
 import types
 
+from warpk.evaluator import before
 from warpk.evaluator import energy_phase as ep
 from warpk.evaluator import protocol as wire
 from warpk.evaluator import timing_phase as tp
@@ -245,37 +247,6 @@ class Session(Link):
             tp.check_alone(guarded, self.inputs, k, kept, self.verify)
             return dataclasses.replace(timed, new_alone_ms=new_alone)
 
-    def reference_baseline(self) -> tp.Baseline | None:
-        """The reference worker timed alone before any candidate code runs, back to back, the
-        candidate's idle harness and the worker started ahead frozen (timing_phase.Baseline);
-        once a minute per task, shape and lane. None where no sandbox was started."""
-        key = (self.request.task_source, self.request.shape)
-        if not self.request.candidate_pid or (cached := self.references.alone.fresh(key)):
-            return cached if self.request.candidate_pid else None
-        self.phase = "baseline"
-        try:
-            self.ref_worker.wait_loaded(self.s.compile_timeout_s)
-        except RuntimeError as err:
-            self.references.discard()
-            raise HarnessError(str(err)) from err
-        self.build_reference_worker(secrets.randbits(31), list(self.task.get_init_inputs()))
-        call_s, most_s, io_bytes, out_bytes, out_count = self.references.probed[key]
-        ref = self.ref_link
-        ref.ref_call_s, ref.out_bytes, ref.out_count = most_s, out_bytes, out_count
-        k = tp.calls_per_batch(call_s, io_bytes, self.s.batch_target_ms, self.s.batch_memory_bytes)
-        big = io_bytes > BIG_IO_BYTES
-        ref.phase = "baseline"
-        self.spare = still_or_gone(self.spare)
-        try:
-            with self.pool.hold():
-                ms = tp.reference_alone(GuardedSide(ref, self.reference_side), self.inputs, k,
-                                        tp.alone_batches(self.s.timing_batches), big)
-        finally:
-            self.spare.thaw()
-        baseline = tp.Baseline(k, ms, big)
-        self.references.alone.add(key, baseline)
-        return baseline
-
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""
         if not self.dev.cuda:
@@ -294,31 +265,6 @@ class Session(Link):
             del inputs
             _, (out,), _, _ = self.go(calls, self.limit_for(1) + self.s.run_timeout_s, consume=True)
             self.verify(ref_out, out, f"the {name} shape")
-
-    def probe_reference(self) -> None:
-        """The reference built and run here before any candidate code runs (once per task, shape
-        and lane): what the task needs is known before a candidate could hold the device's
-        memory, so `too_big` is the task's and never a candidate's doing; its pace (a call's
-        time, its outputs' and I/O's sizes) sizes the baseline's batches."""
-        key = (self.request.task_source, self.request.shape)
-        if key in self.references.probed:
-            return
-        self.phase = "build"
-        times = []
-        with self.torch.no_grad():
-            self.reference = self.make_reference(secrets.randbits(31), list(self.task.get_init_inputs()))
-            for _ in range(4):  # the first warms up; one set of inputs and outputs at a time
-                inputs = out = None
-                inputs = self.inputs(secrets.randbits(63))
-                start = time.perf_counter()
-                out = self.run_reference(inputs)
-                self.dev.sync()
-                times.append(time.perf_counter() - start)
-            self.size_outputs(out)
-            io_bytes = work_of(self.torch, self.reference, self.run_reference, inputs).io_bytes
-        self.reference = inputs = out = None
-        self.references.probed[key] = (statistics.median(times[1:]), max(times), io_bytes,
-                                       self.out_bytes, self.out_count)
 
     def start_reference_worker(self) -> None:
         """The reference worker for this task (started now, or kept from its last candidate)."""
@@ -379,7 +325,7 @@ class Session(Link):
             self.spare = still_or_gone(self.spare)
             self.found.ref_energy = self.reference_energy()
             self.spare.thaw()
-        self.probe_reference()
+        before.probe_reference(self)
         self.release()
         lap("reference probe")
         self.start_reference_worker()  # loads the task while the candidate loads
@@ -397,7 +343,7 @@ class Session(Link):
                 check_readable(self.pid)
         lap("candidate interpreter and freezer")
         self.freezer.freeze()  # our idle harness, still while the reference is timed alone
-        self.baseline = self.reference_baseline()
+        self.baseline = before.reference_baseline(self)
         lap("reference baseline")
         start = time.perf_counter()
         self.phase = "load"
