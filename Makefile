@@ -32,10 +32,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP) sandbox
 	$(PY) -m warpk $(ARGS)
 
-# Two pytest-xdist workers, a test file per worker at a time (a module's fixtures run once): the
-# suite waits on subprocesses half the time, so two share the 2 cores. `make test XDIST=` (or a bare
+# Three pytest-xdist workers, a test file per worker at a time (a module's fixtures run once): the
+# suite waits on subprocesses half the time, so three share the 2 cores. `make test XDIST=` (or a bare
 # `pytest`) runs it in one process.
-XDIST ?= -n 2 --dist loadfile
+XDIST ?= -n 3 --dist loadfile
 test: $(STAMP) sandbox
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
