@@ -32,8 +32,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP) sandbox
 	$(PY) -m warpk $(ARGS)
 
+# Three pytest-xdist workers, a test file per worker at a time (a module's fixtures run once): the
+# suite waits on subprocesses half the time, so three share the 2 cores. `make test XDIST=` (or a bare
+# `pytest`) runs it in one process.
+XDIST ?= -n 3 --dist loadfile
 test: $(STAMP) sandbox
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check warpk tests benchmarks sampler
