@@ -142,13 +142,14 @@ def main() -> int:
         trusted = [x for x in lines if x["side"] == "trusted"]
         for i, record in enumerate(records):
             go = trusted[i]["go"] if i < len(trusted) else {}
-            steps = {side: {ph: per_call_ms(go[side], ph) for ph in ("timing", "timing alone")}
+            steps = {side: {ph: per_call_ms(go[side], ph) for ph in ("timing", "baseline")}
                      for side in go}
             row = {"variant": variant, "task_id": record.task_id, "status": record.status,
                    "speedup": record.speedup, "speedup_low": record.speedup_low,
                    "speedup_high": record.speedup_high, "runtime_ms": record.runtime_ms,
                    "ref_runtime_ms": record.ref_runtime_ms,
-                   "ref_alone_runtime_ms": record.ref_alone_runtime_ms,
+                   "ref_alone_runtime_ms": record.ref_alone_runtime_ms, "basis": record.basis,
+                   "new_alone_runtime_ms": record.new_alone_runtime_ms,
                    "calls_per_batch": record.calls_per_batch, "steps_ms_per_call": steps}
             rows.append(row)
             show = "  ".join(f"{side[:3]} " + "/".join(f"{v:.2f}" for v in s.get("timing", {}).values())
