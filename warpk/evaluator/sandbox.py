@@ -82,6 +82,7 @@ run from there to find pyvenv.cfg.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import shutil
@@ -237,6 +238,17 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
     return env
 
 
+def _enter(parent: int, group, address_space_bytes: int, oom_score_adj: int) -> None:
+    """The worker's first process, before exec: its limits, and SIGKILL when the thread that
+    started it ends (PR_SET_PDEATHSIG; bwrap's --die-with-parent does the same for the sandbox),
+    so a worker frozen when its parent was killed does not stay frozen for ever (a `process`
+    mode reference worker outlived its killed trusted worker, 2026-12-06)."""
+    enter_limits(group, address_space_bytes, oom_score_adj)
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it ended before the signal was asked for
+        os._exit(1)
+
+
 class UntrustedProcess:
     """One sandboxed untrusted worker; `sock` is the trusted side's end of its socket.
 
@@ -268,7 +280,7 @@ class UntrustedProcess:
                 stdout=self.output.write_fd, stderr=self.output.write_fd,
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
-                    enter_limits, self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's own
+                    _enter, os.getpid(), self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's
                     if limits.address_space_limit else 0, OOM_SCORE_ADJ[role]),
             )
         except BaseException:
