@@ -198,16 +198,17 @@ def check_alone(reference: Side, draw: Callable[[int], list], k: int, kept: Kept
 
 def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batches: int,
                     big: bool = False) -> tuple[float, ...]:
-    """Per-call ms of `batches` reference batches of `k` fresh calls (after one warmup batch),
-    timed the same way as in `time_batches` (a huge task's memory given back after each)."""
+    """Per-call ms of `batches` reference batches of `k` fresh calls (after WARMUP_BATCHES, as in
+    `time_batches`: a worker just built is slower at first), timed the same way as there (a huge
+    task's memory given back after each)."""
     times = []
-    for batch in range(batches + 1):
+    for batch in range(batches + WARMUP_BATCHES):
         calls = [draw(secrets.randbits(63)) for _ in range(k)]
         _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
         del calls, outs
-        if batch:
+        if batch >= WARMUP_BATCHES:
             times.append(wall_ms / k)
     return tuple(times)
 
