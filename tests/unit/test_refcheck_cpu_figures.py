@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "docs" / "data" / "refcheck-cpu-2026-12-06"
 DOC = (REPO / "docs" / "benchmarks.md").read_text()
 RUNS = ["records-bundled-cpu-warmup1.jsonl", "records-bundled-cpu-warmup2.jsonl",
-        "records-bundled-cpu-warm200ms-lower.jsonl", "records-bundled-cpu-warm200ms-interval.jsonl"]
+        "records-bundled-cpu-warm200ms-lower.jsonl", "records-bundled-cpu-warm200ms-interval.jsonl",
+        "records-bundled-cpu-fastest.jsonl"]
 
 
 @pytest.mark.parametrize("name", RUNS)
