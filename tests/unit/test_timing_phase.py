@@ -116,7 +116,7 @@ def test_a_reference_slowed_while_the_candidate_existed_is_not_credited():
 
 
 # --- the reference timed alone before the candidate (the baseline), kept for a minute -----------
-def test_the_baseline_stands_for_a_minute_scaled_down_to_the_fastest_interleaved_reference():
+def test_the_baseline_stands_for_a_minute_and_says_when_the_reference_was_slowed_or_is_stale():
     from warpk.evaluator.timing_phase import (
         ALONE_MAX_AGE_S,
         CONTENTION_TOLERANCE,
@@ -124,30 +124,26 @@ def test_the_baseline_stands_for_a_minute_scaled_down_to_the_fastest_interleaved
         Baseline,
         Timing,
         slowed,
+        stale,
     )
 
     now = [0.0]
     times = AloneTimes(clock=lambda: now[0])
     key = ("task source", "cpu")
     assert times.fresh(key) is None
-    base = Baseline(4, (1.2, 1.2, 1.2))  # a worker just built: slower than it really is
-    times.add(key, base)
+    times.add(key, Baseline(4, (1.0, 1.0, 1.0)))
     assert times.fresh(key).k == 4 and times.fresh(("another task", "cpu")) is None
-    assert times.alone_ms(key, base) == base.ms  # nothing faster seen yet
-    honest = Timing(4, ref_ms=(1.0, 1.02, 0.98), new_ms=(1.0,) * 3, freeze="cgroup")
-    assert not slowed(honest, times.alone_ms(key, base))
-    times.note(key, honest)  # a candidate cannot make the reference faster: this bounds alone
-    assert times.alone_ms(key, base) == pytest.approx((1.0, 1.0, 1.0))
-    # 15% slower than that: under the slow baseline's tolerance, not under the fastest reference's
-    attack = Timing(4, ref_ms=(1.15,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
-    assert not slowed(attack, base.ms) and slowed(attack, times.alone_ms(key, base))
-    times.note(key, attack)  # a slower one never replaces the fastest fresh one
-    assert times.alone_ms(key, base) == pytest.approx((1.0, 1.0, 1.0))
-    alike = Timing(4, ref_ms=(1.0 + CONTENTION_TOLERANCE / 2,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
-    assert not slowed(alike, times.alone_ms(key, base))
+    alike = Timing(4, ref_ms=(1.0, 1.02, 0.98), new_ms=(1.0,) * 3, freeze="cgroup")
+    assert not slowed(alike, times.fresh(key).ms) and not stale(alike, times.fresh(key).ms)
+    slower = Timing(4, ref_ms=(1.0 + 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    assert slowed(slower, times.fresh(key).ms)
+    faster = Timing(4, ref_ms=(1.0 - 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    assert stale(faster, times.fresh(key).ms) and not slowed(faster, times.fresh(key).ms)
+    times.drop(key)
+    assert times.fresh(key) is None  # measured again before the next candidate
+    times.add(key, Baseline(4, (1.0,) * 3))
     now[0] = ALONE_MAX_AGE_S + 1
     assert times.fresh(key) is None  # a minute old: measured again
-    assert times.alone_ms(key, base) == base.ms  # and the fastest reference forgotten
 
 
 # --- the candidate timed alone too: a slowdown both sides share is not charged to it ------------

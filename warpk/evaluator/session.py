@@ -237,12 +237,9 @@ class Session(Link):
             guarded = GuardedSide(ref, self.reference_side)
             timed = tp.time_batches(self, guarded, self.freezer, self.inputs, self.verify, k,
                                     s.timing_batches, big, self.torch)
-            if not base:
-                return timed
-            key = (self.request.task_source, self.request.shape)
-            self.found.alone_ms = self.references.alone.alone_ms(key, base)  # before its own is noted
-            self.references.alone.note(key, timed)
-            if big or not tp.slowed(timed, self.found.alone_ms):
+            if base and tp.stale(timed, base.ms):
+                self.references.alone.drop((self.request.task_source, self.request.shape))
+            if big or not base or not tp.slowed(timed, base.ms):
                 return timed
             # the outputs kept until the reference worker checks them: a quarter of a batch's memory
             new_alone, kept = tp.candidate_alone(self, self.inputs, k, len(base.ms), k * self.out_bytes,
@@ -386,4 +383,5 @@ class Session(Link):
                 self.found.lane = lane.fields(self.spans)
             self.other_shapes()
             lap("other shapes")
+            self.found.alone_ms = self.baseline.ms if self.baseline else ()
         return wire.Measurement(status="ok", **self.found.fields())

@@ -18,8 +18,7 @@ CPU the reference runs on), and what its sandbox leaves to the kernel outlives e
 reference is also timed alone before any candidate code runs (`Baseline`, measured by
 Session.reference_baseline: back to back, the candidate's idle harness and the worker started
 ahead frozen), once a minute per task, shape and lane (`AloneTimes`); its batch size is then
-every candidate's K (scaled down to the fastest interleaved reference of the minute where that
-was faster: `AloneTimes.alone_ms`). Where the interleaved reference was slower than that beyond noise
+every candidate's K. Where the interleaved reference was slower than that beyond noise
 (`slowed`), either the candidate slowed it or taking turns slows both sides (copies of
 upstream CNNs, single L1 ops and an LSTM on the H100: both 1.1-1.8x slower interleaved than
 alone, docs/benchmarks.md), so the candidate is timed alone too (`candidate_alone`: back to back,
@@ -133,16 +132,11 @@ class Baseline:
 
 
 class AloneTimes:
-    """The last minute's baseline per (task, shape) of one lane (the trusted worker's), and the
-    fastest interleaved reference of its candidates meanwhile: a candidate can slow the reference,
-    never speed it up, so that is never faster than the reference alone (beyond noise), and a
-    baseline slower than it (a worker just built warms up: CPU, 2026-12-06) is scaled down to it
-    (`alone_ms`) rather than leave a slowed reference that much room under the tolerance."""
+    """The last minute's baseline per (task, shape) of one lane (the trusted worker's)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.clock = clock
         self.entries: dict[tuple, tuple[float, Baseline]] = {}
-        self.fastest: dict[tuple, tuple[float, float]] = {}  # (when, per-call ms)
 
     def fresh(self, key: tuple) -> Baseline | None:
         when, baseline = self.entries.get(key, (-math.inf, None))
@@ -151,26 +145,19 @@ class AloneTimes:
     def add(self, key: tuple, baseline: Baseline) -> None:
         self.entries[key] = (self.clock(), baseline)
 
-    def note(self, key: tuple, timing: Timing) -> None:
-        """An interleaved reference (its median per call), kept while it is the fastest fresh one."""
-        ms = statistics.median(timing.ref_ms)
-        when, fastest = self.fastest.get(key, (-math.inf, math.inf))
-        if self.clock() - when > ALONE_MAX_AGE_S or ms < fastest:
-            self.fastest[key] = (self.clock(), ms)
-
-    def alone_ms(self, key: tuple, baseline: Baseline) -> tuple[float, ...]:
-        """The baseline's batches, scaled down to the fastest fresh interleaved reference where
-        that was faster."""
-        when, fastest = self.fastest.get(key, (-math.inf, math.inf))
-        median = statistics.median(baseline.ms)
-        if self.clock() - when > ALONE_MAX_AGE_S or fastest >= median:
-            return baseline.ms
-        return tuple(ms * fastest / median for ms in baseline.ms)
+    def drop(self, key: tuple) -> None:
+        self.entries.pop(key, None)
 
 
 def slowed(timing: Timing, alone_ms: tuple[float, ...]) -> bool:
     """Whether the interleaved reference was slower than alone by more than noise."""
     return statistics.median(timing.ref_ms) > statistics.median(alone_ms) * (1 + CONTENTION_TOLERANCE)
+
+
+def stale(timing: Timing, alone_ms: tuple[float, ...]) -> bool:
+    """Whether the interleaved reference was faster than alone by more than noise: the baseline
+    no longer says how fast the reference is alone (measured again for the next candidate)."""
+    return statistics.median(timing.ref_ms) * (1 + CONTENTION_TOLERANCE) < statistics.median(alone_ms)
 
 
 def alone_batches(timing_batches: int) -> int:
