@@ -122,18 +122,13 @@ def main() -> int:
         results["idle peer"] = batches(model, inputs, args)
         os.kill(proc.pid, signal.SIGSTOP)
         results["stopped peer"] = batches(model, inputs, args)
-        for _ in range(args.batches):
-            os.kill(proc.pid, signal.SIGCONT)
-            here.send("ping")
-            here.recv()
-            os.kill(proc.pid, signal.SIGSTOP)
-            results["turns, peer idle"].append(timed_batch(model, inputs, args.calls, args.device))
-        for _ in range(args.batches):
-            os.kill(proc.pid, signal.SIGCONT)
-            here.send("run")
-            here.recv()
-            os.kill(proc.pid, signal.SIGSTOP)
-            results["taking turns"].append(timed_batch(model, inputs, args.calls, args.device))
+        for condition, message in (("turns, peer idle", "ping"), ("taking turns", "run")):
+            for _ in range(args.batches):  # the peer's turn, then ours while it is stopped
+                os.kill(proc.pid, signal.SIGCONT)
+                here.send(message)
+                here.recv()
+                os.kill(proc.pid, signal.SIGSTOP)
+                results[condition].append(timed_batch(model, inputs, args.calls, args.device))
         os.kill(proc.pid, signal.SIGCONT)
         here.send("stop")
     finally:
