@@ -140,6 +140,20 @@ class Link:
         """Stage: the worker finishes what the last Go left and allocates the next outputs'
         buffer, untimed (it answers only once that is done)."""
         self.ask(wire.Stage(self.out_bytes * calls, self.carrier.on_device))
+        if self.carrier.on_device and self.out_bytes:
+            self.warm(self.out_bytes * calls + (2 << 20) * (self.out_count * calls + 1))
+
+    def warm(self, nbytes: int) -> None:
+        """Room in torch's cache for the copies `outputs_of` makes of the outputs inside the clock
+        (torch rounds a large block up to 2 MiB), so they do not come from the driver there: huge
+        tasks give the memory back before each batch (`release`). The worker's side of this is
+        `untrusted.Harness.warm_allocator`."""
+        torch = self.torch
+        try:
+            block = torch.empty(nbytes, dtype=torch.uint8, device=self.dev.device)
+            del block  # back to torch's cache, not to the driver
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()  # no room ahead: the copies allocate as they go
 
     def go(self, calls: list[list], limit_s: float, consume: bool = False,
            **flags) -> tuple[wire.Ran, list[list], list[list], float]:
