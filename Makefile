@@ -36,15 +36,9 @@ run: $(STAMP) sandbox
 # suite waits on subprocesses half the time; three were faster on 2 cores (13.7 against 16.3 min, both on a
 # loaded box) but oversubscribe the timed sandboxes, so two. `make test XDIST=` (or a bare
 # `pytest`) runs it in one process.
-# The exploit corpus compares each lie's speedup with its honest control's, so it runs first
-# with nothing beside it: the other worker's evaluations on the same two cores once gave a
-# corpus copy 2.52 against its control's 0.51 (2026-12-06). Exit status 5 is "nothing selected"
-# (e.g. PYTEST_ARGS='-m "not slow"').
 XDIST ?= -n 2 --dist loadfile
-ALONE = tests/integration/test_exploits.py
 test: $(STAMP) sandbox
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(ALONE) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc; \
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(XDIST) --ignore=$(ALONE) $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check warpk tests benchmarks sampler
