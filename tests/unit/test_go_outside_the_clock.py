@@ -24,33 +24,44 @@ class OutOfMemory(RuntimeError):
 
 
 class FakeCuda:
-    """torch.cuda's allocator statistics and cache: `reserved` bytes held, `peak` since a reset."""
+    """torch.cuda's allocator as far as the reservation uses it: `reserved` bytes held by this
+    process (`allocated` of them live, the rest cached), `peak` reserved since a reset, `room`
+    what the device can give this process, `free` what it says it can (by default the same)."""
 
     OutOfMemoryError = OutOfMemory
 
-    def __init__(self, reserved: int, peak: int, room: int = 1 << 50):
-        self.reserved, self.peak, self.room = reserved, peak, room
-        self.blocks: list[int] = []
+    def __init__(self, reserved: int, peak: int, room: int = 1 << 50, allocated: int = 0,
+                 free: int | None = None):
+        self.reserved, self.peak, self.room, self.allocated, self.free = reserved, peak, room, allocated, free
+        self.blocks: list[int] = []  # every block asked for and handed out (freed at once)
         self.emptied = 0
 
     def memory_reserved(self, device=None) -> int:
         return self.reserved
 
+    def memory_allocated(self, device=None) -> int:
+        return self.allocated
+
     def max_memory_reserved(self, device=None) -> int:
         return self.peak
+
+    def mem_get_info(self, device=None) -> tuple[int, int]:
+        return (self.room - self.reserved if self.free is None else self.free), self.room
 
     def reset_peak_memory_stats(self, device=None) -> None:
         self.peak = self.reserved
 
     def empty_cache(self) -> None:
         self.emptied += 1
+        self.reserved = self.allocated
 
     def allocate(self, nbytes: int) -> object:
-        if self.reserved + nbytes > self.room:
-            raise OutOfMemory("CUDA out of memory")
-        self.blocks.append(nbytes)
-        self.reserved += nbytes  # freed into the cache, still reserved
-        self.peak = max(self.peak, self.reserved)
+        if self.reserved - self.allocated < nbytes:  # not in the cache: from the driver
+            if self.reserved + nbytes > self.room:
+                raise OutOfMemory("CUDA out of memory")
+            self.reserved += nbytes
+            self.peak = max(self.peak, self.reserved)
+        self.blocks.append(nbytes)  # freed into the cache at once
         return object()
 
 
@@ -74,7 +85,7 @@ def harness(cuda: FakeCuda) -> Harness:
 
 
 def test_a_stage_for_a_go_reserves_what_the_last_go_held_at_its_peak():
-    cuda = FakeCuda(reserved=1 * GIB, peak=1 * GIB)  # the model's weights, after a release
+    cuda = FakeCuda(reserved=1 * GIB, peak=1 * GIB, allocated=1 * GIB)  # its weights, after a release
     worker = harness(cuda)
     worker.peak_reserved = 9 * GIB  # the last Go's peak: weights, outputs, temporaries
     assert worker.on_stage(wire.Stage(4 * GIB, True)).status == "ok"
@@ -85,19 +96,23 @@ def test_a_stage_for_a_go_reserves_what_the_last_go_held_at_its_peak():
 
 
 def test_an_empty_stage_only_settles_and_keeps_nothing():
-    cuda = FakeCuda(reserved=1 * GIB, peak=1 * GIB)
+    cuda = FakeCuda(reserved=1 * GIB, peak=1 * GIB, allocated=1 * GIB)
     worker = harness(cuda)
     worker.peak_reserved = 9 * GIB
     assert worker.on_stage(wire.Stage(0, False)).status == "ok"
     assert cuda.blocks == []  # the other side runs next: the memory stays given back
 
 
-def test_no_room_ahead_is_not_a_failure_the_go_allocates_as_it_goes():
-    cuda = FakeCuda(reserved=1 * GIB, peak=1 * GIB, room=4 * GIB)
+@pytest.mark.parametrize("free", [None, 16 * GIB])  # the device says so / it said more
+def test_no_room_ahead_is_not_a_failure_the_go_allocates_as_it_goes(free):
+    """Not even tried where the device says there is no room (torch's own out-of-memory path can
+    raise a plain RuntimeError where NVML fails: a harness error, red team of session 25), and
+    an out-of-memory error from a race is swallowed."""
+    cuda = FakeCuda(reserved=1 * GIB, peak=1 * GIB, room=4 * GIB, allocated=1 * GIB, free=free)
     worker = harness(cuda)
     worker.peak_reserved = 9 * GIB
     assert worker.on_stage(wire.Stage(4 * GIB, True)).status == "ok"
-    assert cuda.blocks == [] and cuda.emptied == 1
+    assert cuda.blocks == [] and cuda.emptied == (0 if free is None else 1)
 
 
 @pytest.fixture
@@ -121,6 +136,13 @@ def test_the_trusted_side_reserves_room_for_the_copies_of_the_outputs(link):
     made.carrier = types.SimpleNamespace(on_device=False)  # outputs through host memory
     made.prepare(2)
     assert len(cuda.blocks) == 1
+    made.carrier = types.SimpleNamespace(on_device=True)
+    made.prepare(2)  # still in the cache
+    assert cuda.blocks[1] == cuda.blocks[0] and cuda.reserved == cuda.blocks[0]
+    cuda.empty_cache()  # a huge task's release before its batch
+    cuda.room = 1 * GIB  # a candidate holds the rest of the device: not even tried
+    made.prepare(2)
+    assert len(cuda.blocks) == 2 and cuda.emptied == 1
 
 
 def test_no_garbage_collection_runs_inside_a_go(monkeypatch):

@@ -148,9 +148,12 @@ class Link:
         (torch rounds a large block up to 2 MiB), so they do not come from the driver there: huge
         tasks give the memory back before each batch (`release`). The worker's side of this is
         `untrusted.Harness.warm_allocator`."""
-        torch = self.torch
+        torch, device = self.torch, self.dev.device
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        if nbytes > cached + torch.cuda.mem_get_info(device)[0]:
+            return  # no room ahead (a candidate may hold the rest): the copies allocate as they go
         try:
-            block = torch.empty(nbytes, dtype=torch.uint8, device=self.dev.device)
+            block = torch.empty(nbytes, dtype=torch.uint8, device=device)
             del block  # back to torch's cache, not to the driver
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()  # no room ahead: the copies allocate as they go

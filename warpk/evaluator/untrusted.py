@@ -161,7 +161,9 @@ class Harness:
         enough that a copy of the reference got 2.2x. One block: torch splits it as needed."""
         torch, device = self.torch, self.dev.device
         extra = self.peak_reserved - torch.cuda.memory_reserved(device)
-        if extra > 0:
+        # only where the device has the room: torch's out-of-memory path can raise a plain
+        # RuntimeError where NVML fails (red team, session 25), a harness error on our side
+        if 0 < extra <= torch.cuda.mem_get_info(device)[0]:
             try:
                 block = torch.empty(extra, dtype=torch.uint8, device=device)
                 del block  # back to torch's cache, not to the driver
