@@ -50,13 +50,14 @@ def test_default_run_evaluates_every_bundled_solution(default_run):
 
 def test_speedup_is_the_ratio_of_the_recorded_times(default_run):
     for r in default_run[2]:
-        # the median of per-batch ratios, inside its interval, near the ratio of the medians (on a
-        # loaded 2-core box the two differed by 34%, and by 1.75x beside the other xdist worker:
-        # 0.918 against 1.60, 2026-12-06). An inverted ratio (ref and candidate swapped) is
-        # outside the bound wherever the ratio of medians is off 1 by more than 1.41x either way.
+        # the median of per-batch ratios, inside its interval, near the ratio of the medians: on a
+        # loaded 2-core box the two differed by 34%, and beside the other xdist worker's
+        # evaluations on the same two cores (5 batches of 10 ms here) by 1.75x and 2.04x (0.918
+        # against 1.60, 1.27 against 2.59; 2026-12-06). An inverted ratio (ref and candidate
+        # swapped) is outside the bound wherever the ratio of medians is off 1 by more than 1.73x.
         assert r.speedup_low <= r.speedup <= r.speedup_high
         ratio_of_medians = r.ref_runtime_ms / r.runtime_ms
-        assert 0.5 < r.speedup / ratio_of_medians < 2
+        assert 1 / 3 < r.speedup / ratio_of_medians < 3
         assert r.runtime_iqr_ms is not None and r.runtime_iqr_ms >= 0
         assert r.max_abs_err is not None and r.max_rel_err is not None and r.max_rel_err < 1e-2
 
