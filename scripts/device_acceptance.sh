@@ -2,7 +2,8 @@
 # The GPU acceptance runs of the evaluator issues, on one GPU, with .carry/ from make_carry.sh:
 #   bash scripts/device_acceptance.sh tests|refcheck|bench|grpo [LIMIT_S]
 # tests     pytest -m gpu, verbose, one summary line per test and a junit file under $OUT
-# refcheck  upstream L1-L3 references as candidates (records under $OUT/rc)
+# refcheck  upstream L1-L3 references as candidates (records under $OUT/rc); all 250 take ~14 min
+#           on the H100 (2026-12-06): LEVELS=1 (~6.5 min) and LEVELS="2 3" (~8 min) in two calls
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256), LEAN (on), PROFILE (unset) under $OUT/grpo
