@@ -122,13 +122,3 @@ def test_the_copies_left_outside_their_interval_are_the_alone_correction():
     assert f"is\n  {undone[0]:.2f}-{undone[-1]:.2f} for all 9" in DOC
     others = sorted(r["speedup"] for r in outside if r not in corrected)
     assert f"The other 9 are at {others[0]:.2f}-{others[-1]:.2f}" in DOC
-
-
-def test_the_readme_quotes_the_mixed_run_figures():
-    readme = (REPO / "README.md").read_text()
-    records = _mix()
-    inside = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in records.values())
-    median = statistics.median(r["speedup"] for r in records.values())
-    ok = sum(r["status"] == "ok" for r in records.values())
-    assert (f"{ok}/248 `ok`, median {median:.3f}, the interval containing 1 for {inside}/248 "
-            f"({100 * inside / 248:.0f}%)") in " ".join(readme.split())
