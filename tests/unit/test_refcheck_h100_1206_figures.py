@@ -97,3 +97,22 @@ def test_the_readme_quotes_the_run():
             f"{percentile(sp, 0.95):.3f}), none counted faster (largest lower end "
             f"{max(r['speedup_low'] for r in records):.3f}), the 95% interval containing 1 for "
             f"{inside}/250 ({100 * inside / 250:.0f}%") in readme
+
+
+@pytest.mark.parametrize(("name", "median"), [("warmup6-a", "0.976"), ("head-c7dc158", "0.975"),
+                                              ("warmup6-b", "0.980")])
+def test_the_cpu_warmup_runs(name, median):
+    records = load(f"../refcheck-cpu-2026-12-06/records-bundled-cpu-{name}.jsonl")
+    assert len(records) == 24 and all(r["status"] == "ok" for r in records)
+    assert f"{statistics.median(r['speedup'] for r in records):.3f}" == median
+    assert f"`-{name}`" in DOC or f"`records-bundled-cpu-{name}.jsonl`" in DOC
+
+
+def test_the_warmup_sentence_quotes_the_three_runs():
+    def median(name: str) -> str:
+        records = load(f"../refcheck-cpu-2026-12-06/records-bundled-cpu-{name}.jsonl")
+        return f"{statistics.median(r['speedup'] for r in records):.3f}"
+
+    a, head, b = (median(n) for n in ("warmup6-a", "head-c7dc158", "warmup6-b"))
+    text = " ".join(DOC.split())
+    assert f"two runs gave medians {a} and {b} and the committed code between them {head}" in text
