@@ -116,3 +116,16 @@ def test_the_warmup_sentence_quotes_the_three_runs():
     a, head, b = (median(n) for n in ("warmup6-a", "head-c7dc158", "warmup6-b"))
     text = " ".join(DOC.split())
     assert f"two runs gave medians {a} and {b} and the committed code between them {head}" in text
+
+
+def test_the_cpu_profile_paragraph():
+    profile = json.loads((REPO / "docs" / "data" / "profile-cpu-2026-12-06" / "profile.json").read_text())
+    rows = profile["rows"]
+    wall = statistics.median(r["wall_s"] for r in rows)
+    text = " ".join(DOC.split())
+    assert f"**24 candidates in {profile['total_s']:.1f} s, median wall {wall:.2f} s**" in text
+    for phase, words in [("reference baseline", "before the candidate's `Load`, since session 24)"),
+                         ("timing", "timing"), ("correctness", "correctness"),
+                         ("candidate load (its torch import too)", "the candidate's load")]:
+        median = statistics.median(r["trusted"][phase] for r in rows)
+        assert f"{words} {median:.3f} s ({100 * median / wall:.0f}%)" in text, phase
