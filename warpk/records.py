@@ -93,13 +93,14 @@ class EvalRecord:
     # How the candidate was kept still while the reference was timed (evaluator v3):
     # cgroup (cgroup v2 freezer) | sigstop (every process of its sandbox stopped) | none
     freeze: str | None = None
-    # the reference's time per call once the candidate's sandbox was gone, and how much slower
-    # it was while the candidate existed (interleaved / alone; where > 1.05, the speedup uses alone)
+    # the reference's time per call alone, timed before any candidate code ran (the baseline),
+    # and how much slower it was interleaved with the candidate (interleaved / alone)
     ref_alone_runtime_ms: float | None = None
     ref_contention: float | None = None
-    # where it was: the candidate's time per call back to back (the reference idle), and which
-    # ratio the speedup is, the lower of `interleaved` and `alone` (both sides alone); None where
-    # the candidate was not timed alone (the reference's batches then scaled down to alone)
+    # where that was over 1.05: the candidate's time per call back to back (the reference idle),
+    # and which ratio the speedup is: `interleaved`, unless that lies above the whole interval of
+    # `alone` (both sides alone); None where the candidate was not timed alone (outputs too big
+    # to keep, or a huge task: the reference's batches then scaled down to alone x 1.05)
     new_alone_runtime_ms: float | None = None
     basis: str | None = None
     # Evaluator v2 only (records before 2026-12-05): the share of the candidate's self-reported

@@ -192,7 +192,7 @@ class Measurement:
     calls_per_batch: int | None = None
     batches: int | None = None
     freeze: str | None = None  # how the candidate was kept still while the reference was timed
-    ref_alone_runtime_ms: float | None = None  # the reference once the candidate was gone, and
+    ref_alone_runtime_ms: float | None = None  # the reference before any candidate code ran, and
     ref_contention: float | None = None  # interleaved / alone (> 1: slowed while it existed)
     new_alone_runtime_ms: float | None = None  # the candidate back to back, where contention was
     basis: str | None = None  # which ratio the speedup is then: interleaved | alone
