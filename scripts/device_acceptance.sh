@@ -21,8 +21,8 @@ nvidia-smi --query-gpu=name,driver_version,power.limit,temperature.gpu --format=
 python -c "from warpk.evaluator.resources import describe; print('limits:', describe())" >> "$OUT/gpu.txt" 2>&1
 case "$1" in
   tests)
-    timeout "$LIMIT" python -m pytest -m gpu -v -rA -p no:cacheprovider --timeout 200 \
-        --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed" ;;
+    WARPK_INSTAFAIL=1 timeout "$LIMIT" python -m pytest -m gpu -v -rA -p no:cacheprovider --timeout 200 \
+        --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed|Error|assert" ;;
   refcheck)
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
         --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \

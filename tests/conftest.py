@@ -68,6 +68,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_runtest_logreport(report):
+    """WARPK_INSTAFAIL=1: a failure's traceback printed as it happens, not only at the end (a
+    device call cut off by its time limit brings back no summary: 2026-12-06, three GPU failures
+    with no reason)."""
+    if os.environ.get("WARPK_INSTAFAIL") and report.failed:
+        print(f"\nFAILED {report.nodeid} ({report.when}):\n{report.longreprtext[-4000:]}", file=sys.stderr,
+              flush=True)
+
+
 SLURM_SCRIPT = REPO / "scripts" / "slurm_local.sh"
 
 
