@@ -88,17 +88,6 @@ def test_the_cpu_run_with_the_collector_off():
     assert f"24/24 `ok`, median\n  {median:.3f}, the interval contains 1 for {inside}/24" in DOC
 
 
-def test_the_readme_quotes_the_run():
-    readme = " ".join((REPO / "README.md").read_text().split())
-    records = [r for f in LEVELS.values() for r in f()]
-    sp = [r["speedup"] for r in records]
-    inside = sum(r["speedup_low"] <= 1 <= r["speedup_high"] for r in records)
-    assert (f"250/250 `ok`, median {statistics.median(sp):.3f} (5-95% {percentile(sp, 0.05):.3f}-"
-            f"{percentile(sp, 0.95):.3f}), none counted faster (largest lower end "
-            f"{max(r['speedup_low'] for r in records):.3f}), the 95% interval containing 1 for "
-            f"{inside}/250 ({100 * inside / 250:.0f}%") in readme
-
-
 @pytest.mark.parametrize(("name", "median"), [("warmup6-a", "0.976"), ("head-c7dc158", "0.975"),
                                               ("warmup6-b", "0.980")])
 def test_the_cpu_warmup_runs(name, median):
