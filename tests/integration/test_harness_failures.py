@@ -101,3 +101,25 @@ def test_a_venv_reached_through_a_symlink_evaluates_in_the_sandbox(tmp_path):
     done = subprocess.run([str(python), "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[:2] == ["ok", "bwrap"], done.stdout
+
+
+@pytest.mark.slow
+def test_a_run_whose_lane_is_held_elsewhere_stops_in_one_line(tmp_path):
+    """Another process on this machine holds the timing lock of every core here (warpk.evaluator.
+    lane_lock): the run's trusted worker waits its limit (shortened to 1 s) and the run stops with
+    one line and exit status 2, nothing scored."""
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from warpk.evaluator.lane_lock import LaneLock\n"
+         f"with LaneLock({cores!r}).held():\n    print('held', flush=True); time.sleep(120)"],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = _evaluate(tmp_path / "run", SOFTMAX, env={**os.environ, "WARPK_TEST_LANE_LOCK_WAIT_S": "1"})
+    finally:
+        holder.kill()
+        holder.wait()
+    line = _one_line(result.stderr)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "timing lock" in line and "for 1 s" in line, line
+    assert not _scored(tmp_path / "run")

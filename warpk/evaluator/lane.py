@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from warpk.evaluator import lane_lock
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
 from warpk.evaluator.hostside import OutputTail, remove_tree
@@ -108,9 +109,11 @@ def _death(worker: UntrustedProcess) -> str:
 class TrustedProcess:
     """The lane's trusted worker, started on first use and restarted if it dies."""
 
-    def __init__(self, env: dict[str, str], threads: int, cores: tuple[int, ...] = ()):
+    def __init__(self, env: dict[str, str], threads: int, cores: tuple[int, ...] = (),
+                 lane_cores: tuple[int, ...] = ()):
         self.env, self.threads = env, threads
         self.cores = cores  # where it runs: off the lane's timed cores where there are others
+        self.lane_cores = lane_cores  # where it times: locked while it does (lane_lock)
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.home: Path | None = None
@@ -121,12 +124,14 @@ class TrustedProcess:
         self.sock, child = socket.socketpair()
         _send_timeout(self.sock, REQUEST_TIMEOUT_S)
         env = worker_env(self.home, self.threads,
-                         {**self.env, **run_gate(), "WARPK_PARENT_FD": str(child.fileno())})
+                         {**self.env, **run_gate(), "WARPK_PARENT_FD": str(child.fileno()),
+                          **lane_lock.env_for(self.lane_cores)})
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
         # profile_evaluator.py's laps; tests; screen_copy_bias.py
-        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES"):
+        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES",
+                     "WARPK_TEST_LANE_LOCK_WAIT_S"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -188,7 +193,7 @@ class Lane:
         self.gpu, self.sandbox, self.limits = gpu, sandbox, limits
         self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
         others = free_cores or tuple(sorted(set(os.sched_getaffinity(0)) - set(limits.cores)))
-        self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else ())
+        self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else (), limits.cores)
         # Started ahead, importing torch while the current candidate loads and is checked; the
         # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
         # stretched honest batches 10x). It imports on the trusted worker's cores, not the
