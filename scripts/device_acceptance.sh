@@ -2,8 +2,9 @@
 # The GPU acceptance runs of the evaluator issues, on one GPU, with .carry/ from make_carry.sh:
 #   bash scripts/device_acceptance.sh tests|refcheck|bench|grpo [LIMIT_S]
 # tests     pytest -m gpu, verbose, one summary line per test and a junit file under $OUT
-# refcheck  upstream L1-L3 references as candidates (records under $OUT/rc); all 250 take ~14 min
-#           on the H100 (2026-12-06): LEVELS=1 (~6.5 min) and LEVELS="2 3" (~8 min) in two calls
+# refcheck  upstream L1-L3 references as candidates (records under $OUT/rc); on the H100 (2026-12-06)
+#           L1 took 6.5-9.2 min, L2 5-7 min, L3 3-4 min, hosts differing by 1.4x: LEVELS=1, LEVELS=2,
+#           LEVELS=3 in three calls is safe (L2 and L3 together overran one call on the slower host)
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256), LEAN (on), PROFILE (unset) under $OUT/grpo
