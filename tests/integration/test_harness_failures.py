@@ -6,6 +6,7 @@ through a symlink) made every candidate `crashed` and the run exited 0, because 
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -104,22 +105,26 @@ def test_a_venv_reached_through_a_symlink_evaluates_in_the_sandbox(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_whose_lane_is_held_elsewhere_stops_in_one_line(tmp_path):
-    """Another process on this machine holds the timing lock of every core here (warpk.evaluator.
-    lane_lock): the run's trusted worker waits its limit (shortened to 1 s) and the run stops with
-    one line and exit status 2, nothing scored."""
+def test_a_run_whose_lane_is_held_by_a_stopped_run_stops_in_one_line(tmp_path):
+    """Another evaluator on this machine holds the lane locks of every core here (warpk.evaluator.
+    lane_lock) and is stopped (SIGSTOP): the run waits its limit (shortened to 1 s), then stops
+    with one line and exit status 2, nothing scored. A holder that lets go is waited for
+    (tests/unit/test_lane_lock.py)."""
     cores = tuple(sorted(os.sched_getaffinity(0)))
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from warpk.evaluator.lane_lock import LaneLock\n"
-         f"with LaneLock({cores!r}).held():\n    print('held', flush=True); time.sleep(120)"],
+        [sys.executable, "-c", "import os, signal; from warpk.evaluator.lane_lock import LaneLock\n"
+         f"with LaneLock({cores!r}).held():\n"
+         "    print('held', flush=True); os.kill(os.getpid(), signal.SIGSTOP)"],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        result = _evaluate(tmp_path / "run", SOFTMAX, env={**os.environ, "WARPK_TEST_LANE_LOCK_WAIT_S": "1"})
+        env = {**os.environ, "WARPK_TEST_LANE_LOCK_STOPPED_S": "1"}
+        result = _evaluate(tmp_path / "run", SOFTMAX, env=env)
     finally:
+        holder.send_signal(signal.SIGCONT)
         holder.kill()
         holder.wait()
     line = _one_line(result.stderr)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert "timing lock" in line and "for 1 s" in line, line
+    assert f"pid {holder.pid}) holds /tmp/warpk-timing-" in line and "stopped for 1 s" in line, line
     assert not _scored(tmp_path / "run")

@@ -1,62 +1,89 @@
-"""One timing at a time per core and GPU on a machine (warpk.evaluator.lane_lock): a lane waits
-for another run's lane on the same cores, not for one on other cores, and says in one line when
-it waited too long; the trusted worker is told its lane's cores."""
+"""One measurement at a time per core and GPU on a machine (warpk.evaluator.lane_lock): a lane
+waits for another run's lane on the same cores or GPU, as long as that one runs, not for one on
+other cores; a stopped holder fails the waiting run in one line; the lane holds it for the whole
+measurement, before the backstop starts."""
 
 import os
+import signal
 import subprocess
-import tempfile
+import sys
 import threading
+import time
 
 import pytest
 
+from tests.conftest import REPO
 from warpk.evaluator import lane, lane_lock
-from warpk.evaluator.errors import HarnessError
+from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.lane_lock import LaneLock
 
 
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
-    return tmp_path
+def _holder(base, cores, gpu=None, stop=False):
+    """Another process holding the lane's locks (and stopping itself if `stop`)."""
+    code = ("import os, signal, time; from pathlib import Path\n"
+            "from warpk.evaluator.lane_lock import LaneLock\n"
+            f"with LaneLock({cores!r}, {gpu!r}, base=Path({str(base)!r})).held():\n"
+            "    print('held', flush=True)\n"
+            f"    {'os.kill(os.getpid(), signal.SIGSTOP)' if stop else 'time.sleep(60)'}\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
 
 
-def test_a_lane_on_the_same_core_waits_and_says_so_after_its_limit(private_tmp):
-    with LaneLock((2, 3)).held():
-        with pytest.raises(HarnessError, match="core-0003 for 0.2 s"):
-            with LaneLock((3,), wait_s=0.2).held():
-                pass
-        with LaneLock((0, 1), wait_s=0.2).held():  # other cores: no wait
-            pass
-    with LaneLock((3,), wait_s=0.2).held():  # released with the first
-        pass
+def _end(proc):
+    proc.send_signal(signal.SIGCONT)
+    proc.kill()
+    proc.wait()
 
 
-def test_a_lane_gets_the_lock_once_the_other_lets_go(private_tmp):
-    first = LaneLock((5,), "GPU-a")
-    taken, release = threading.Event(), threading.Event()
-
-    def hold():
-        with first.held():
-            taken.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    taken.wait(10)
-    got = []
+def test_a_lane_on_the_same_core_waits_until_the_holder_lets_go(tmp_path):
+    holder = _holder(tmp_path, (2, 3))
+    got, notes = [], []
 
     def wait():
-        with LaneLock((4,), "GPU-a", wait_s=10).held():
-            got.append("held")
+        with LaneLock((3,), base=tmp_path, note=notes.append).held():
+            got.append(time.monotonic())
 
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    waiter.join(0.3)
-    assert waiter.is_alive() and not got, "the same GPU on other cores did not wait"
-    release.set()
-    holder.join(10)
+    try:
+        with LaneLock((0, 1), base=tmp_path).held():  # other cores: no wait
+            pass
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not got, "a lane on a held core did not wait"
+    finally:
+        _end(holder)
     waiter.join(10)
-    assert got == ["held"]
+    assert len(got) == 1
+
+
+def test_the_same_gpu_on_other_cores_waits_and_the_wait_is_noted(tmp_path, monkeypatch):
+    monkeypatch.setattr(lane_lock, "NOTE_AFTER_S", 0.1)
+    holder = _holder(tmp_path, (5,), "GPU-a")
+    notes = []
+    waiter = threading.Thread(target=lambda: LaneLock((4,), "GPU-a", base=tmp_path, note=notes.append)
+                              .held().__enter__())
+    waiter.start()
+    waiter.join(0.5)
+    try:
+        assert waiter.is_alive()
+        assert notes == [f"evaluate: waiting for another run's measurement on gpu-GPU-a (pid {holder.pid})"]
+    finally:
+        _end(holder)
+    waiter.join(10)
+    assert not waiter.is_alive()
+
+
+def test_a_stopped_holder_fails_the_waiting_run_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(lane_lock, "STOPPED_WAIT_S", 0.3)
+    holder = _holder(tmp_path, (7,), stop=True)
+    try:
+        why = rf"pid {holder.pid}\) holds .*core-0007 .* stopped for 0.3 s"
+        with pytest.raises(HarnessFailure, match=why):
+            with LaneLock((7,), base=tmp_path).held():
+                pass
+    finally:
+        _end(holder)
 
 
 def test_the_locks_are_taken_in_one_order():
@@ -64,38 +91,32 @@ def test_the_locks_are_taken_in_one_order():
     assert lane_lock.names((), None) == []
 
 
-def test_a_lock_folder_that_is_not_private_is_refused(private_tmp):
-    (private_tmp / "elsewhere").mkdir()
-    (private_tmp / f"warpk-timing-{os.getuid()}").symlink_to(private_tmp / "elsewhere")
-    with pytest.raises(HarnessError, match="not a private folder"):
-        with LaneLock((0,)).held():
+def test_a_lock_folder_that_is_not_private_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / f"warpk-timing-{os.getuid()}").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(HarnessFailure, match="not a private folder"):
+        with LaneLock((0,), base=tmp_path).held():
             pass
 
 
-def test_gpu_identity_is_the_physical_device():
-    class Props:
-        uuid, pci_bus_id = "GPU-1234", "0000:19:00.0"
+def test_the_lane_holds_the_locks_for_the_whole_measurement_before_its_backstop(monkeypatch):
+    """Lane.measure takes the machine lock first, then measures (the backstop is _wait's, inside)."""
+    events = []
 
-    assert lane_lock.gpu_identity(Props()) == "GPU-1234"
-    Props.uuid = None
-    assert lane_lock.gpu_identity(Props()) == "0000:19:00.0"
+    class Lock:
+        def held(self):
+            class Held:
+                def __enter__(self):
+                    events.append("locked")
 
+                def __exit__(self, *exc):
+                    events.append("released")
 
-def test_the_trusted_worker_is_told_its_lanes_cores(monkeypatch):
-    seen = {}
+            return Held()
 
-    real = subprocess.Popen
-
-    def popen(args, *more, **kwargs):
-        if "warpk.evaluator.trusted" not in args:
-            return real(args, *more, **kwargs)
-        seen.update(kwargs["env"])
-        raise OSError("not started in this test")
-
-    monkeypatch.setattr(subprocess, "Popen", popen)
-    trusted = lane.TrustedProcess({}, 1, (0,), (1,))
-    with pytest.raises(OSError):
-        trusted.start()
-    assert seen[lane_lock.CORES_ENV] == "1"
-    # the parent's folder: the worker's own TMPDIR is private (the first version missed this)
-    assert seen[lane_lock.FOLDER_ENV] == str(lane_lock.folder()) and seen["TMPDIR"] != tempfile.gettempdir()
+    measured = lane.Lane.__new__(lane.Lane)
+    measured.machine_lock = Lock()
+    monkeypatch.setattr(lane.Lane, "_measure_once",
+                        lambda self, *a: (events.append("measured"), (None, False))[1])
+    measured.measure(None, None, 1.0)
+    assert events == ["locked", "measured", "released"]

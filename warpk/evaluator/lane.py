@@ -36,10 +36,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from warpk.evaluator import lane_lock
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
 from warpk.evaluator.hostside import OutputTail, remove_tree
+from warpk.evaluator.lane_lock import LaneLock
 from warpk.evaluator.pool_gate import run_gate, thaw_run_pool
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.sandbox import KILL_WAIT_S, PROJECT_ROOT, Limits, UntrustedProcess, worker_env
@@ -109,11 +109,9 @@ def _death(worker: UntrustedProcess) -> str:
 class TrustedProcess:
     """The lane's trusted worker, started on first use and restarted if it dies."""
 
-    def __init__(self, env: dict[str, str], threads: int, cores: tuple[int, ...] = (),
-                 lane_cores: tuple[int, ...] = ()):
+    def __init__(self, env: dict[str, str], threads: int, cores: tuple[int, ...] = ()):
         self.env, self.threads = env, threads
         self.cores = cores  # where it runs: off the lane's timed cores where there are others
-        self.lane_cores = lane_cores  # where it times: locked while it does (lane_lock)
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.home: Path | None = None
@@ -124,14 +122,12 @@ class TrustedProcess:
         self.sock, child = socket.socketpair()
         _send_timeout(self.sock, REQUEST_TIMEOUT_S)
         env = worker_env(self.home, self.threads,
-                         {**self.env, **run_gate(), "WARPK_PARENT_FD": str(child.fileno()),
-                          **lane_lock.env_for(self.lane_cores)})
+                         {**self.env, **run_gate(), "WARPK_PARENT_FD": str(child.fileno())})
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: keep the trusted worker's log there
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
         # profile_evaluator.py's laps; tests; screen_copy_bias.py
-        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES",
-                     "WARPK_TEST_LANE_LOCK_WAIT_S"):
+        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -193,7 +189,8 @@ class Lane:
         self.gpu, self.sandbox, self.limits = gpu, sandbox, limits
         self.env = {**env, "CUDA_VISIBLE_DEVICES": gpu or ""}
         others = free_cores or tuple(sorted(set(os.sched_getaffinity(0)) - set(limits.cores)))
-        self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else (), limits.cores)
+        self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else ())
+        self.machine_lock = LaneLock(limits.cores, gpu)  # other runs' lanes on our cores or GPU wait
         # Started ahead, importing torch while the current candidate loads and is checked; the
         # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
         # stretched honest batches 10x). It imports on the trusted worker's cores, not the
@@ -236,10 +233,13 @@ class Lane:
         """The candidate's outcome; HarnessFailure where the trusted side failed, not the candidate.
         A candidate the kernel killed for the budget over all sandboxes (SIGKILL, others' memory,
         not its own limit: red team round 16) before any timed batch is measured once more
-        before its crash counts (not later: no second draw of the timing, round 18)."""
-        outcome, budget_killed = self._measure_once(request, build_dir, backstop_s)
-        if budget_killed:
-            outcome, _ = self._measure_once(request, build_dir, backstop_s)
+        before its crash counts (not later: no second draw of the timing, round 18). No other
+        run on this machine measures on our cores or GPU meanwhile (lane_lock; the backstop
+        starts once we hold them)."""
+        with self.machine_lock.held():
+            outcome, budget_killed = self._measure_once(request, build_dir, backstop_s)
+            if budget_killed:
+                outcome, _ = self._measure_once(request, build_dir, backstop_s)
         return outcome
 
     def _measure_once(self, request: wire.MeasureRequest, build_dir: Path | None,

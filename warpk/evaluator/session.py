@@ -32,7 +32,6 @@ from warpk.evaluator.energy import ReferenceEnergies
 from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import Freezer, NoFreeze, still_or_gone
 from warpk.evaluator.hostmem import check_host_memory
-from warpk.evaluator.lane_lock import LaneLock, gpu_identity
 from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
 from warpk.evaluator.pool_gate import PoolGate
 from warpk.evaluator.profile import Stopwatch
@@ -68,9 +67,6 @@ class Session(Link):
             k: getattr(self.task, k) for o in request.shapes.values() for k in o if hasattr(self.task, k)
         }
         self.pool = PoolGate.from_env()  # the run's compile pool, frozen while this lane times
-        # other runs on this machine: none times on our cores or GPU while we do (lane_lock)
-        self.lane_lock = LaneLock.from_env(gpu_identity(torch.cuda.get_device_properties(dev.device))
-                                           if dev.cuda else None)
         self.found = Steps(dev.name)  # each step's result (steps.py), the record made from them
         self.ref_link: Link | None = None
         self.baseline: tp.Baseline | None = None  # the reference alone, before the candidate ran
@@ -327,8 +323,7 @@ class Session(Link):
         self.check_host_memory()
         if self.request.energy is not None:  # before the candidate exists on this lane
             self.spare = still_or_gone(self.spare)
-            with self.lane_lock.held():
-                self.found.ref_energy = self.reference_energy()
+            self.found.ref_energy = self.reference_energy()
             self.spare.thaw()
         before.probe_reference(self)
         self.release()
@@ -348,8 +343,7 @@ class Session(Link):
                 check_readable(self.pid)
         lap("candidate interpreter and freezer")
         self.freezer.freeze()  # our idle harness, still while the reference is timed alone
-        with self.lane_lock.held():
-            self.baseline = before.reference_baseline(self)
+        self.baseline = before.reference_baseline(self)
         lap("reference baseline")
         start = time.perf_counter()
         self.phase = "load"
@@ -378,7 +372,7 @@ class Session(Link):
             self.spans = []  # the candidate's batches and windows, for the lane's telemetry
             lane = ep.LaneTelemetry(self.lane_recorder if sampler else None)
             try:
-                with self.lane_lock.held(), lane:
+                with lane:
                     start = time.perf_counter()
                     self.found.timed = self.timing(self.found.work.io_bytes)
                     self.found.seconds["timing_s"] = time.perf_counter() - start
