@@ -5,6 +5,8 @@
 # refcheck  upstream L1-L3 references as candidates (records under $OUT/rc); on the H100 (2026-12-06)
 #           L1 took 6.5-9.2 min, L2 5-7 min, L3 3-4 min, hosts differing by 1.4x: LEVELS=1, LEVELS=2,
 #           LEVELS=3 in three calls is safe (L2 and L3 together overran one call on the slower host)
+# ab        OLD=<commit> (scripts/ab_prepare.sh made .ab/<commit>; carry it): the refcheck of LEVEL (1)
+#           SUBSET at OLD, at HEAD, at OLD again (A-B-A: drift shows as A against A) under $OUT/ab
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256), LEAN (on), PROFILE (unset) under $OUT/grpo
@@ -28,6 +30,14 @@ case "$1" in
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
         --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
         | grep -v ": ok speedup" ;;
+  ab)
+    tree=$PWD/.ab/${OLD:?OLD=<commit>}; [ -d "$tree" ] || { echo "ab: no $tree (scripts/ab_prepare.sh $OLD)"; exit 2; }
+    for run in old new old-again; do
+      at=$PWD; [ "$run" = new ] || at=$tree
+      (cd "$at" && PYTHONPATH=$OLDPWD/.carry/py:$at timeout $((LIMIT / 3)) python benchmarks/kernelbench_refcheck.py \
+          --root "$OLDPWD/.carry/kb/KernelBench" --levels "${LEVEL:-1}" ${SUBSET:+--subset $SUBSET} \
+          --out "$OUT/ab/$run") 2>&1 | tee "$OUT/ab-$run.log" | tail -2
+    done ;;
   bench)
     timeout "$LIMIT" python benchmarks/bench_evaluator.py --hardware h200 --out "$OUT/bench" 2>&1 \
         | tee "$OUT/bench.log" | tail -30 ;;
