@@ -86,6 +86,23 @@ def test_a_stopped_holder_fails_the_waiting_run_in_one_line(tmp_path, monkeypatc
         _end(holder)
 
 
+def test_a_lane_that_comes_straight_back_queues_behind_a_waiting_one(tmp_path):
+    """Another run measures 40 candidates back to back (0.05 s each, letting go in between): a
+    lane that waits gets its turn while that run is still going, not after it (the turnstile)."""
+    code = ("import sys, time; from pathlib import Path; from warpk.evaluator.lane_lock import LaneLock\n"
+            f"lock = LaneLock((9,), base=Path({str(tmp_path)!r}))\n"
+            "for n in range(40):\n"
+            "    with lock.held():\n"
+            "        print(n, flush=True) if n == 0 else None; time.sleep(0.05)\n")
+    busy = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout.readline().strip() == "0"
+        with LaneLock((9,), base=tmp_path).held():
+            assert busy.poll() is None, "the waiting lane got its turn only once the other run had ended"
+    finally:
+        _end(busy)
+
+
 def test_the_locks_are_taken_in_one_order():
     assert lane_lock.names((10, 2), "GPU-x") == ["core-0002", "core-0010", "gpu-GPU-x"]
     assert lane_lock.names((), None) == []

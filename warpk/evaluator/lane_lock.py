@@ -9,8 +9,9 @@ CUDA_VISIBLE_DEVICES value: an index or UUID of the machine's) for each candidat
 measurement (`Lane.measure`): loading, checking and timing, since another run's torch import on
 our cores disturbs our batches as much as its batches do. Another run's lane on other cores and
 GPUs goes on, as do both runs' compile pools. The files are taken in one global order, so two
-lanes never deadlock, and the wait comes before the measurement's backstop deadline starts, so
-waiting is never a candidate's `timeout`.
+lanes never deadlock, each through a turnstile file (so turns alternate: a lane that lets go and
+comes straight back queues behind one already waiting), and the wait comes before the
+measurement's backstop deadline starts, so waiting is never a candidate's `timeout`.
 
 A holder's measurement is bounded by its own backstop, so we wait as long as it runs; a holder
 stopped (SIGSTOP, state T) for STOPPED_WAIT_S is our failure, said in one line (exit 2). The
@@ -82,15 +83,29 @@ class LaneLock:
             if self.names:
                 where = folder(self.base)
                 for name in self.names:
-                    fd = os.open(where / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-                    fds.append(fd)
-                    self._take(fd, where / name)
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, str(os.getpid()).encode(), 0)
+                    # the turnstile first: a lane that lets go and comes straight back queues
+                    # behind one already waiting (without it one run starved the other: 87 s
+                    # against 178 s for the same 24 candidates, 2026-12-06)
+                    turn = self._open_and_take(where / f"{name}.turn")
+                    try:
+                        fds.append(self._open_and_take(where / name))
+                    finally:
+                        os.close(turn)
             yield
         finally:
             for fd in reversed(fds):
                 os.close(fd)  # closing drops the lock
+
+    def _open_and_take(self, path: Path) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            self._take(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        return fd
 
     def _take(self, fd: int, path: Path) -> None:
         start, stopped_since, said = time.monotonic(), None, False
