@@ -52,7 +52,8 @@ def test_the_runs_alone():
             f"{min(widths):.3f}-{max(widths):.3f}") in TEXT
     medians = [statistics.median(r["speedup"] for r in records) for records in alone]
     assert f"put them ({min(medians):.3f}-{max(medians):.3f})" in TEXT
-    side_by_side = [statistics.median(r["speedup"] for r in load(p)) for p in sorted(DATA.glob("records-*.jsonl"))]
+    side_by_side = [statistics.median(r["speedup"] for r in load(p))
+                    for p in sorted(DATA.glob("records-*.jsonl"))]
     assert f"medians ({min(side_by_side):.3f}-{max(side_by_side):.3f}) stay" in TEXT
     without = [width(load(DATA / f"records-078e0ce-{i}.jsonl")) for i in (1, 2)]
     assert f"{min(without) / max(widths):.0f}-{max(without) / min(widths):.0f}x" in TEXT
