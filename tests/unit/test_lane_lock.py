@@ -108,6 +108,13 @@ def test_the_locks_are_taken_in_one_order():
     assert lane_lock.names((), None) == []
 
 
+def test_a_lock_folder_that_cannot_be_made_is_our_failure_in_one_line(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(HarnessFailure, match="cannot make .* for the lanes' machine-wide locks"):
+        with LaneLock((0,), base=tmp_path / "file").held():
+            pass
+
+
 def test_a_lock_folder_that_is_not_private_is_refused(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / f"warpk-timing-{os.getuid()}").symlink_to(tmp_path / "elsewhere")

@@ -44,9 +44,12 @@ NOTE_AFTER_S = 2.0  # a wait longer than this is logged once (the run's log, not
 def folder(base: Path = Path("/tmp")) -> Path:
     """This user's lock folder (made 0700 if missing; refused if it is not ours or a link)."""
     path = base / f"warpk-timing-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    info = os.lstat(path)
+    try:
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+        info = os.lstat(path)
+    except OSError as err:
+        raise HarnessFailure(f"cannot make {path} for the lanes' machine-wide locks: {err}") from err
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise HarnessFailure(f"{path} is not a private folder of this user's: remove it (the lanes' "
                              f"machine-wide locks live there)")
