@@ -111,14 +111,16 @@ def test_a_run_whose_lane_is_held_by_a_stopped_run_stops_in_one_line(tmp_path):
     with one line and exit status 2, nothing scored. A holder that lets go is waited for
     (tests/unit/test_lane_lock.py)."""
     cores = tuple(sorted(os.sched_getaffinity(0)))
+    # the locks in a folder of this test's: its stopped holder must not stop the other xdist
+    # worker's runs (it did, once, after 60 s: 2026-12-06)
+    env = {**os.environ, "WARPK_TEST_LANE_LOCK_BASE": str(tmp_path), "WARPK_TEST_LANE_LOCK_STOPPED_S": "1"}
     holder = subprocess.Popen(
         [sys.executable, "-c", "import os, signal; from warpk.evaluator.lane_lock import LaneLock\n"
          f"with LaneLock({cores!r}).held():\n"
          "    print('held', flush=True); os.kill(os.getpid(), signal.SIGSTOP)"],
-        cwd=REPO, stdout=subprocess.PIPE, text=True)
+        cwd=REPO, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout.readline().strip() == "held"
-        env = {**os.environ, "WARPK_TEST_LANE_LOCK_STOPPED_S": "1"}
         result = _evaluate(tmp_path / "run", SOFTMAX, env=env)
     finally:
         holder.send_signal(signal.SIGCONT)
@@ -126,5 +128,5 @@ def test_a_run_whose_lane_is_held_by_a_stopped_run_stops_in_one_line(tmp_path):
         holder.wait()
     line = _one_line(result.stderr)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert f"pid {holder.pid}) holds /tmp/warpk-timing-" in line and "stopped for 1 s" in line, line
+    assert f"pid {holder.pid}) holds {tmp_path}/warpk-timing-" in line and "stopped for 1 s" in line, line
     assert not _scored(tmp_path / "run")

@@ -37,13 +37,16 @@ from warpk.evaluator.errors import HarnessFailure
 
 # a holder stopped this long fails the waiting run; WARPK_TEST_LANE_LOCK_STOPPED_S (tests) shortens it
 STOPPED_WAIT_S = float(os.environ.get("WARPK_TEST_LANE_LOCK_STOPPED_S") or 60.0)
+# where the folder lies; WARPK_TEST_LANE_LOCK_BASE (tests) moves it, so a test's stopped holder
+# stops no other test's run on the machine
+BASE_ENV = "WARPK_TEST_LANE_LOCK_BASE"
 POLL_S = 0.05
 NOTE_AFTER_S = 2.0  # a wait longer than this is logged once (the run's log, not stderr)
 
 
-def folder(base: Path = Path("/tmp")) -> Path:
+def folder(base: Path | None = None) -> Path:
     """This user's lock folder (made 0700 if missing; refused if it is not ours or a link)."""
-    path = base / f"warpk-timing-{os.getuid()}"
+    path = (base or Path(os.environ.get(BASE_ENV) or "/tmp")) / f"warpk-timing-{os.getuid()}"
     try:
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o700)
@@ -74,7 +77,7 @@ def _note(line: str) -> None:
 
 
 class LaneLock:
-    def __init__(self, cores: tuple[int, ...], gpu: str | None = None, base: Path = Path("/tmp"),
+    def __init__(self, cores: tuple[int, ...], gpu: str | None = None, base: Path | None = None,
                  note: Callable[[str], None] = _note):
         self.names, self.base, self.note = names(cores, gpu), base, note
 
