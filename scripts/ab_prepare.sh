@@ -6,5 +6,5 @@
 set -euo pipefail
 commit=$(git rev-parse --short "${1:?a commit}")
 rm -rf ".ab/$commit" && mkdir -p ".ab/$commit"
-git archive "$commit" -- warpk benchmarks conf kernelbench pyproject.toml | tar -x -C ".ab/$commit"
+git archive "$commit" -- warpk sampler benchmarks conf kernelbench pyproject.toml | tar -x -C ".ab/$commit"
 du -sh ".ab/$commit"
