@@ -90,6 +90,7 @@ def main() -> int:
     parser.add_argument("--hardware", default="cpu")
     parser.add_argument("--tasks", nargs="*", default=None, help="bundled task names (default: all)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--energy", default=None, help="evaluate.energy (default: conf/config.yaml's)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     hardware = hardware_profile(args.hardware)
@@ -97,10 +98,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(scratch) / "profile.jsonl"
         os.environ["WARPK_PROFILE"] = str(log)  # read by the lane here and the trusted worker
-        protocol = default_protocol(result_cache=False, cache_dir=str(Path(scratch) / "cache"))
+        energy = {"energy": args.energy} if args.energy else {}
+        protocol = default_protocol(result_cache=False, cache_dir=str(Path(scratch) / "cache"), **energy)
         evaluator = Evaluator(protocol, hardware)
         start = time.perf_counter()
-        records = evaluator.evaluate_many(batch)
+
+        def progress(index: int, record) -> None:  # one line per candidate as it arrives: never silent
+            wall = "-" if record.wall_s is None else f"{record.wall_s:.1f} s"
+            print(f"  {index + 1}/{len(batch)} {record.candidate}: {record.status}, wall {wall}"
+                  f" (at {time.perf_counter() - start:.0f} s)", flush=True)
+
+        print(f"{len(batch)} candidates on {args.hardware}, energy {protocol.energy}", flush=True)
+        records = evaluator.evaluate_many(batch, on_record=progress)
         total_s = time.perf_counter() - start
         lines = [json.loads(line) for line in log.read_text().splitlines()]
     lanes = {line["candidate_sha"]: line for line in lines if line["side"] == "lane"}
