@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -87,6 +88,16 @@ def policy_scores(records_path: Path, cfg: RewardConfig) -> dict:
         "correct_rate": sum(r.status == "ok" for r in records) / len(records),
         "n": len(records),
     }
+
+
+def heldout_scores(run_dir: Path, cfg: RewardConfig) -> dict:
+    """A stage=train run's held-out evaluation (its records.jsonl): mean reward, the geometric mean
+    speedup of its `ok` records (None where none is ok) and their count."""
+    records = [EvalRecord.from_json(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    speedups = [r.speedup for r in records if r.status == "ok" and r.speedup]
+    geomean = math.exp(sum(math.log(x) for x in speedups) / len(speedups)) if speedups else None
+    return {"heldout_reward": sum(total_reward(r, cfg) for r in records) / len(records) if records else None,
+            "heldout_ok_speedup": geomean, "heldout_n": len(records)}
 
 
 def curves(run_dir: Path) -> dict[str, list]:
@@ -190,6 +201,7 @@ def one_seed(
         heldout = json.loads(((m0 if arm == "m0" else runs / arm) / "summary.json").read_text())
         result[arm]["heldout_correct_rate"] = heldout.get("correct_rate")
         result[arm]["heldout_pass_at_1"] = heldout.get("pass_at_1")
+        result[arm].update(heldout_scores(m0 if arm == "m0" else runs / arm, cfg))
     print(f"seed {seed}: M0 reward {result['m0']['reward']:.3f} correct {result['m0']['correct_rate']:.3f} | "
           f"M1 reward {result['m1']['reward']:.3f} correct {result['m1']['correct_rate']:.3f} | "
           f"{sum(wall.values()):.0f} s", flush=True)  # fmt: skip
@@ -205,10 +217,11 @@ def summarise(seeds: list[dict], shared_m0: bool = False) -> dict:
     """Per metric: both arms' intervals over seeds and the paired difference. With one shared M0
     (`--m0-seed`) its held-out figure is one measurement, not a spread: that metric is left out."""
     out = {}
-    metrics = ("reward", "correct_rate") if shared_m0 else ("reward", "correct_rate", "heldout_correct_rate")
+    metrics = ("reward", "correct_rate") if shared_m0 else (
+        "reward", "correct_rate", "heldout_correct_rate", "heldout_reward")
     for metric in metrics:
-        m0 = [s["m0"][metric] for s in seeds]
-        m1 = [s["m1"][metric] for s in seeds]
+        m0 = [s["m0"].get(metric) for s in seeds]
+        m1 = [s["m1"].get(metric) for s in seeds]
         if None in m0 or None in m1:
             continue
         out[metric] = {
@@ -223,6 +236,11 @@ def summarise(seeds: list[dict], shared_m0: bool = False) -> dict:
             and both["m1"]["low"] > both["m0"]["high"]
         )
     return out
+
+
+def _num(value) -> str:
+    """A figure to 3 decimals, or "-" where it was not measured (older runs, no ok record)."""
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _fmt(iv: dict) -> str:
@@ -244,7 +262,7 @@ def design_line(meta: dict) -> str:
 
 def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
     lines = [
-        f"# Learning benchmark ({meta['date']}, {meta['machine']})",
+        f"# Learning benchmark ({', '.join(meta.get('dates', [meta['date']]))}, {meta['machine']})",
         "",
         f"`{meta['command']}`",
         "",
@@ -254,15 +272,17 @@ def markdown(meta: dict, seeds: list[dict], summary: dict) -> str:
         design_line(meta),
         "",
         "| seed | M0 reward | M0 correct | M1 reward | M1 correct | M0 held-out correct "
-        "| M1 held-out correct | wall s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| M1 held-out correct | M0 held-out reward | M1 held-out reward | M0 held-out ok speedup "
+        "| M1 held-out ok speedup | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in seeds:
         m0, m1 = s["m0"], s["m1"]
+        held = [_num(arm.get(key)) for key in ("heldout_reward", "heldout_ok_speedup") for arm in (m0, m1)]
         lines.append(
             f"| {s['seed']} | {m0['reward']:.3f} | {m0['correct_rate']:.3f} | {m1['reward']:.3f} | "
             f"{m1['correct_rate']:.3f} | {m0['heldout_correct_rate']} | {m1['heldout_correct_rate']} | "
-            f"{sum(s['wall_s'].values()):.0f} |"
+            f"{' | '.join(held)} | {sum(s['wall_s'].values()):.0f} |"
         )
     lines += ["", "| metric | M0 mean [95% t] | M1 mean [95% t] | M1 - M0 paired [95% t] "
               "| M1 above M0 beyond intervals |",
@@ -329,6 +349,42 @@ def figure(seeds: list[dict], summary: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def commit() -> str | None:
+    """The commit this tree is: git's, or (an archived tree, e.g. a claim run pinned to one commit
+    while the checkout moves on) the `.commit` file beside it; None where neither says."""
+    found = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if found.returncode == 0:
+        return found.stdout.strip()
+    marker = REPO / ".commit"
+    return marker.read_text().strip() if marker.is_file() else None
+
+
+def merge(folders: list[Path], out: Path) -> None:
+    """One summary of the seeds of several runs of ONE design (same suite, k, M0 design and
+    commit; each seed once), e.g. the seeds of a claim run made in several sittings."""
+    runs = [json.loads((f / "bench_learning.json").read_text()) for f in folders]
+    metas = [r["meta"] for r in runs]
+    differ = [key for key in ("tasks", "k", "m0_seed", "commit")
+              if len({json.dumps(m.get(key)) for m in metas}) > 1]
+    if differ:
+        raise SystemExit(f"--merge: the runs differ in {', '.join(differ)}: not one design, not merged")
+    seeds = [s for r in runs for s in r["seeds"]]
+    numbers = [s["seed"] for s in seeds]
+    if len(set(numbers)) < len(numbers):
+        raise SystemExit(f"--merge: a seed appears twice ({sorted(numbers)}): not merged")
+    meta = {**metas[0], "command": " ; ".join(m["command"] for m in metas),
+            "wall_s": sum(m["wall_s"] for m in metas), "merged_from": [str(f) for f in folders],
+            "dates": sorted({m["date"] for m in metas})}
+    SUITE["label"] = meta["tasks"] if isinstance(meta["tasks"], str) else SUITE["label"]
+    summary = summarise(seeds, meta.get("m0_seed") is not None)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_learning.json").write_text(json.dumps({"meta": meta, "seeds": seeds, "summary": summary},
+                                                        indent=2))
+    (out / "bench_learning.md").write_text(markdown(meta, seeds, summary))
+    figure(seeds, summary, out / "learning_curves.png")
+    print(markdown(meta, seeds, summary))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -347,7 +403,12 @@ def main() -> None:
     parser.add_argument(
         "overrides", nargs="*", help="extra warpk overrides for every run, e.g. train.max_steps=10"
     )
+    parser.add_argument("--merge", type=Path, nargs="+",
+                        help="summarise the seeds of earlier --out folders of one design into --out")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     if args.suite == "synthetic":
         SUITE.update(synthetic_suite(args.synthetic, args.train_eval_tasks))
@@ -365,6 +426,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {usable_cores()} cores (of {os.cpu_count()}), CPU only",
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "commit": commit(),
         "k": args.k,
         "m0_seed": args.m0_seed,
         "m0_train_s": sft_wall_s,
