@@ -33,8 +33,9 @@ run: $(STAMP) sandbox
 	$(PY) -m warpk $(ARGS)
 
 # Two pytest-xdist workers, a test file per worker at a time (a module's fixtures run once): the
-# suite waits on subprocesses half the time; three were faster on 2 cores (13.7 against 16.3 min, both on a
-# loaded box) but oversubscribe the timed sandboxes, so two. `make test XDIST=` (or a bare
+# suite waits on subprocesses half the time; three were faster on 2 cores once (13.7 against 16.3 min, both on a
+# loaded box) but oversubscribe the timed sandboxes, and since the lane lock (one measurement per core at a
+# time) they are not faster: 872 against 840 s on an idle 2-core box (2026-12-06, session 27). So two. `make test XDIST=` (or a bare
 # `pytest`) runs it in one process.
 XDIST ?= -n 2 --dist loadfile
 test: $(STAMP) sandbox
