@@ -103,6 +103,10 @@ class EvalRecord:
     # to keep, or a huge task: the reference's batches then scaled down to alone x 1.05)
     new_alone_runtime_ms: float | None = None
     basis: str | None = None
+    # a diagnostic beside those, deciding nothing: the reference timed alone again right after the
+    # candidate's alone batches (the candidate frozen); far above ref_alone_runtime_ms, the machine
+    # drifted between the baseline and the alone batches (a `basis` alone copy then comes out low)
+    ref_alone_after_runtime_ms: float | None = None
     # Evaluator v2 only (records before 2026-12-05): the share of the candidate's self-reported
     # time its wall clock confirmed. v3 uses no self-reported time; always None since.
     clock_confirmed: float | None = None

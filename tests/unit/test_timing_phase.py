@@ -4,6 +4,8 @@ and huge tasks run in either order, the second side on inputs drawn again."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -156,6 +158,12 @@ def test_a_slowdown_both_sides_share_while_taking_turns_is_not_charged_to_the_ca
     assert fields["speedup"] == pytest.approx(1.0) and fields["ref_contention"] == pytest.approx(1.8)
     assert fields["new_alone_runtime_ms"] == pytest.approx(1.0)
     assert fields["basis"] in ("alone", "interleaved")  # equal here
+    assert fields["ref_alone_after_runtime_ms"] is None  # not timed again here
+    # The reference timed alone again afterwards is reported beside, and decides nothing.
+    drifted = dataclasses.replace(copy, ref_alone_after_ms=(1.6,) * 5).fields(alone_ms=(1.0,) * 5)
+    assert drifted["ref_alone_after_runtime_ms"] == pytest.approx(1.6)
+    assert {k: v for k, v in drifted.items() if k != "ref_alone_after_runtime_ms"} == {
+        k: v for k, v in fields.items() if k != "ref_alone_after_runtime_ms"}
     # Without the candidate alone, the old correction: the reference scaled to alone + 5%.
     scaled = Timing(7, ref_ms=(1.8,) * 5, new_ms=(1.8,) * 5, freeze="cgroup").fields(alone_ms=(1.0,) * 5)
     assert scaled["speedup"] == pytest.approx(1.05 / 1.8) and "basis" not in scaled

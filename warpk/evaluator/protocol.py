@@ -196,6 +196,7 @@ class Measurement:
     ref_contention: float | None = None  # interleaved / alone (> 1: slowed while it existed)
     new_alone_runtime_ms: float | None = None  # the candidate back to back, where contention was
     basis: str | None = None  # which ratio the speedup is then: interleaved | alone
+    ref_alone_after_runtime_ms: float | None = None  # diagnostic: the reference alone after those
     flops: float | None = None
     min_bytes: float | None = None
     io_bytes: float | None = None  # inputs + outputs of one call

@@ -245,7 +245,10 @@ class Session(Link):
             new_alone, kept = tp.candidate_alone(self, self.inputs, k, len(base.ms), k * self.out_bytes,
                                                  s.batch_memory_bytes / 4)
             tp.check_alone(guarded, self.inputs, k, kept, self.verify)
-            return dataclasses.replace(timed, new_alone_ms=new_alone)
+            # diagnostic only (records: ref_alone_after_runtime_ms): the reference alone again,
+            # the candidate frozen, so drift since the baseline shows; it decides nothing
+            after = tp.reference_alone(guarded, self.inputs, k, len(base.ms))
+            return dataclasses.replace(timed, new_alone_ms=new_alone, ref_alone_after_ms=after)
 
     def other_shapes(self) -> None:
         """On a GPU, one correctness trial at every other declared shape."""

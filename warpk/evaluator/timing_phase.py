@@ -91,6 +91,9 @@ class Timing:
     freeze: str
     big: bool = False  # a huge task's batches (memory given back after each side's)
     new_alone_ms: tuple[float, ...] = ()  # the candidate back to back, the reference idle
+    # then the reference alone again, the candidate frozen: a diagnostic only (did the machine
+    # drift between the baseline and the candidate's alone batches?), never in a verdict
+    ref_alone_after_ms: tuple[float, ...] = ()
 
     def fields(self, alone_ms: tuple[float, ...] = ()) -> dict:
         """The record's timing fields. `alone_ms`: the reference's batches alone (`Baseline`).
@@ -115,7 +118,9 @@ class Timing:
                 basis = "alone" if taking_turns["speedup"] > both_alone["speedup_high"] else "interleaved"
                 return dict(calls_per_batch=self.calls_per_batch, batches=len(new_ms), freeze=self.freeze,
                             **(both_alone if basis == "alone" else taking_turns), **extra,
-                            new_alone_runtime_ms=statistics.median(self.new_alone_ms), basis=basis)
+                            new_alone_runtime_ms=statistics.median(self.new_alone_ms), basis=basis,
+                            ref_alone_after_runtime_ms=statistics.median(self.ref_alone_after_ms)
+                            if self.ref_alone_after_ms else None)
             ref_ms = [r * factor for r in ref_ms]
         return dict(calls_per_batch=self.calls_per_batch, batches=len(new_ms), freeze=self.freeze,
                     **speed_summary(ref_ms, new_ms), **extra)
