@@ -1,0 +1,44 @@
+"""The seeds of the #33 claim run so far (docs/data/learning-synthetic-claim-e49ae00/): each seed's
+held-out and train figures recompute from its committed records, and docs/training.md quotes them."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from warpk.config import RewardConfig
+from warpk.records import EvalRecord
+from warpk.rewards import total_reward
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "docs" / "data" / "learning-synthetic-claim-e49ae00"
+SEEDS = sorted(DATA.glob("seed*"))
+TEXT = " ".join((REPO / "docs" / "training.md").read_text().split())
+
+
+def records(path: Path) -> list[EvalRecord]:
+    return [EvalRecord.from_json(line) for line in gzip.decompress(path.read_bytes()).decode().splitlines()]
+
+
+def test_there_are_seeds_and_all_ran_at_the_designs_commit():
+    assert SEEDS
+    for seed in SEEDS:
+        meta = json.loads((seed / "bench_learning.json").read_text())["meta"]
+        assert meta["commit"].startswith("e49ae00") and meta["k"] == 8
+        assert "train.sft_max_steps=1500" in meta["command"] and "train.heldout_tasks=24" in meta["command"]
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda p: p.name)
+def test_a_seeds_figures_recompute_from_its_records(seed):
+    (row,) = json.loads((seed / "bench_learning.json").read_text())["seeds"]
+    cfg = RewardConfig()
+    for arm in ("m0", "m1"):
+        held = records(seed / f"{arm}-records.jsonl.gz")
+        assert len(held) == 24 * 8
+        assert row[arm]["heldout_correct_rate"] == pytest.approx(sum(r.status == "ok" for r in held) / len(held))
+        assert row[arm]["heldout_reward"] == pytest.approx(sum(total_reward(r, cfg) for r in held) / len(held))
+        train = records(seed / f"{arm}_eval-records.jsonl.gz")
+        assert row[arm]["correct_rate"] == pytest.approx(sum(r.status == "ok" for r in train) / len(train))
+        ok = sum(r.status == "ok" for r in held)
+        assert f"{arm.upper()} {ok}/192" in TEXT.split(f"seed {row['seed']}:", 1)[1][:300]
