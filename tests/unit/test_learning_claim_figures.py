@@ -36,9 +36,10 @@ def test_a_seeds_figures_recompute_from_its_records(seed):
     for arm in ("m0", "m1"):
         held = records(seed / f"{arm}-records.jsonl.gz")
         assert len(held) == 24 * 8
-        assert row[arm]["heldout_correct_rate"] == pytest.approx(sum(r.status == "ok" for r in held) / len(held))
-        assert row[arm]["heldout_reward"] == pytest.approx(sum(total_reward(r, cfg) for r in held) / len(held))
+        ok = sum(r.status == "ok" for r in held)
+        assert row[arm]["heldout_correct_rate"] == pytest.approx(ok / len(held))
+        mean_reward = sum(total_reward(r, cfg) for r in held) / len(held)
+        assert row[arm]["heldout_reward"] == pytest.approx(mean_reward)
         train = records(seed / f"{arm}_eval-records.jsonl.gz")
         assert row[arm]["correct_rate"] == pytest.approx(sum(r.status == "ok" for r in train) / len(train))
-        ok = sum(r.status == "ok" for r in held)
         assert f"{arm.upper()} {ok}/192" in TEXT.split(f"seed {row['seed']}:", 1)[1][:300]
