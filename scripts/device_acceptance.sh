@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU acceptance runs of the evaluator issues, on one GPU, with .carry/ from make_carry.sh:
-#   bash scripts/device_acceptance.sh tests|refcheck|bench|grpo [LIMIT_S]
+#   bash scripts/device_acceptance.sh tests|refcheck|ab|profile|bench|grpo|learning [LIMIT_S]
 # tests     pytest -m gpu, verbose, one summary line per test and a junit file under $OUT
 # refcheck  upstream L1-L3 references as candidates (records under $OUT/rc); on the H100 (2026-12-06)
 #           L1 took 6.5-9.2 min, L2 5-7 min, L3 3-4 min, hosts differing by 1.4x: LEVELS=1, LEVELS=2,
@@ -8,6 +8,10 @@
 # ab        OLD=<commit> (scripts/ab_prepare.sh made .ab/<commit>; carry it): the refcheck of LEVEL (1)
 #           SUBSET at OLD, at HEAD, at OLD again (A-B-A: drift shows as A against A) under $OUT/ab
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
+# profile   benchmarks/profile_evaluator.py, where a candidate's wall goes, a line per candidate, under
+#           $OUT/prof: ENERGY (none), TASKS (all 24 bundled problems, 73 candidates: more than a call
+#           holds with energy on; #30's 5.1 s goal was on 8: TASKS="01_softmax 02_layer_norm
+#           03_gelu_tanh 04_rms_norm 05_gemm_bias_gelu 06_residual_add_layer_norm 07_attention 08_swiglu_mlp")
 # grpo      benchmarks/bench_grpo.py (needs `make_carry.sh train`): SIZES (1.5b 7b), GENERATORS
 #           (hf hf-static hf-paged), PROMPTS (1 4), STEPS (3), TOKENS (256), LEAN (on), PROFILE (unset) under $OUT/grpo
 # learning  benchmarks/bench_learning.py recipes side by side on the machine's CPU cores, CORES_PER_JOB (2) each
@@ -38,6 +42,10 @@ case "$1" in
           --root "$OLDPWD/.carry/kb/KernelBench" --levels "${LEVEL:-1}" ${SUBSET:+--subset $SUBSET} \
           --out "$OUT/ab/$run") 2>&1 | tee "$OUT/ab-$run.log" | tail -2
     done ;;
+  profile)
+    # shellcheck disable=SC2086  # the task names are words
+    timeout "$LIMIT" python benchmarks/profile_evaluator.py --hardware h200 --energy "${ENERGY:-none}" \
+        ${TASKS:+--tasks $TASKS} --out "$OUT/prof" 2>&1 | tee "$OUT/profile.log" ;;
   bench)
     timeout "$LIMIT" python benchmarks/bench_evaluator.py --hardware h200 --out "$OUT/bench" 2>&1 \
         | tee "$OUT/bench.log" | tail -30 ;;
@@ -77,5 +85,5 @@ case "$1" in
         done
     done
     failed=0; for pid in $(jobs -p); do wait "$pid" || failed=1; done; exit $failed ;;
-  *) echo "usage: $0 tests|refcheck|bench|grpo|learning [LIMIT_S]"; exit 2 ;;
+  *) echo "usage: $0 tests|refcheck|ab|profile|bench|grpo|learning [LIMIT_S]"; exit 2 ;;
 esac
