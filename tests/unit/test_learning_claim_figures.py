@@ -43,3 +43,6 @@ def test_a_seeds_figures_recompute_from_its_records(seed):
         train = records(seed / f"{arm}_eval-records.jsonl.gz")
         assert row[arm]["correct_rate"] == pytest.approx(sum(r.status == "ok" for r in train) / len(train))
         assert f"{arm.upper()} {ok}/192" in TEXT.split(f"seed {row['seed']}:", 1)[1][:300]
+    line = TEXT.split(f"seed {row['seed']}:", 1)[1][:300]
+    for key in ("heldout_reward", "heldout_ok_speedup"):
+        assert f"{row['m0'][key]:.3f} / {row['m1'][key]:.3f}" in line, key
