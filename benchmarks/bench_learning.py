@@ -359,6 +359,16 @@ def commit() -> str | None:
     return marker.read_text().strip() if marker.is_file() else None
 
 
+def write(out: Path, meta: dict, seeds: list[dict], summary: dict) -> None:
+    """bench_learning.json, .md and learning_curves.png in `out`; the table printed too."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_learning.json").write_text(json.dumps({"meta": meta, "seeds": seeds, "summary": summary},
+                                                        indent=2))
+    (out / "bench_learning.md").write_text(markdown(meta, seeds, summary))
+    figure(seeds, summary, out / "learning_curves.png")
+    print(markdown(meta, seeds, summary))
+
+
 def merge(folders: list[Path], out: Path) -> None:
     """One summary of the seeds of several runs of ONE design (same suite, k, M0 design and
     commit; each seed once), e.g. the seeds of a claim run made in several sittings."""
@@ -377,12 +387,7 @@ def merge(folders: list[Path], out: Path) -> None:
             "dates": sorted({m["date"] for m in metas})}
     SUITE["label"] = meta["tasks"] if isinstance(meta["tasks"], str) else SUITE["label"]
     summary = summarise(seeds, meta.get("m0_seed") is not None)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_learning.json").write_text(json.dumps({"meta": meta, "seeds": seeds, "summary": summary},
-                                                        indent=2))
-    (out / "bench_learning.md").write_text(markdown(meta, seeds, summary))
-    figure(seeds, summary, out / "learning_curves.png")
-    print(markdown(meta, seeds, summary))
+    write(out, meta, seeds, summary)
 
 
 def main() -> None:
@@ -434,12 +439,7 @@ def main() -> None:
         "wall_s": time.perf_counter() - start,
     }
     summary = summarise(seeds, shared_m0 is not None)
-    (args.out / "bench_learning.json").write_text(
-        json.dumps({"meta": meta, "seeds": seeds, "summary": summary}, indent=2)
-    )
-    (args.out / "bench_learning.md").write_text(markdown(meta, seeds, summary))
-    figure(seeds, summary, args.out / "learning_curves.png")
-    print(markdown(meta, seeds, summary))
+    write(args.out, meta, seeds, summary)
 
 
 if __name__ == "__main__":
