@@ -64,6 +64,19 @@ def test_merge_summarises_every_seed_of_the_sittings_together(tmp_path):
     assert merged["meta"]["wall_s"] == 20.0 and len(merged["meta"]["merged_from"]) == 2
     assert (tmp_path / "all" / "learning_curves.png").stat().st_size > 0
     assert "| heldout_reward |" in (tmp_path / "all" / "bench_learning.md").read_text()
+    assert "heldout_ok_speedup" not in merged["summary"]  # no seed had an `ok` record to average
+
+
+def test_merge_gives_the_heldout_ok_speedup_its_paired_interval_where_every_seed_has_one(tmp_path):
+    folder = _run(tmp_path / "a", {0: (0.1, 0.3), 1: (0.2, 0.3)})
+    data = json.loads((folder / "bench_learning.json").read_text())
+    for row, (m0, m1) in zip(data["seeds"], ((1.1, 1.3), (1.2, 1.2)), strict=True):
+        row["m0"]["heldout_ok_speedup"], row["m1"]["heldout_ok_speedup"] = m0, m1
+    (folder / "bench_learning.json").write_text(json.dumps(data))
+    bench.merge([folder], tmp_path / "all")
+    summary = json.loads((tmp_path / "all" / "bench_learning.json").read_text())["summary"]
+    speedup = summary["heldout_ok_speedup"]
+    assert speedup["m1_minus_m0"]["mean"] == pytest.approx(0.1) and speedup["m0"]["n"] == 2
 
 
 @pytest.mark.parametrize("change", [{"commit": "def"}, {"k": 16}])
