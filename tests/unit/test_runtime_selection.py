@@ -67,3 +67,14 @@ def test_selection_episodes_are_neither_held_out_nor_tuning_episodes():
     chosen = set(selection_seeds(config))
     assert len(chosen) == 24
     assert not chosen & set(evaluation_seeds(config)) and not chosen & set(tuning_seeds_of(config))
+
+
+def test_training_leaves_no_sb3_log_folder_in_the_temp_dir(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where sb3's default logger writes
+    model = ppo.new_ppo(make_env(episode_steps=12), 3, 48)
+    model.learn(total_timesteps=48)
+    assert model.num_timesteps >= 48
+    assert not list(tmp_path.glob("SB3-*"))  # sb3's default made one such folder per learn()

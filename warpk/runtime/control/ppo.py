@@ -53,7 +53,13 @@ def new_ppo(env, seed: int, timesteps: int | None = None, hyper: dict | None = N
     batch_size = min(PPO_KWARGS["batch_size"], n_steps * copies)
     hyper = hyperparameters(RuntimeConfig()) if hyper is None else hyper
     kwargs = {**PPO_KWARGS, **hyper, "n_steps": n_steps, "batch_size": batch_size}
-    return PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    from stable_baselines3.common.logger import Logger
+
+    model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    # a logger that writes nowhere: sb3's default makes an empty SB3-<time> folder in the system's
+    # temp dir at every learn() (600 of them in /tmp after a few test runs)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 def train_ppo(
