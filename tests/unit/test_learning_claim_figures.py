@@ -46,3 +46,34 @@ def test_a_seeds_figures_recompute_from_its_records(seed):
     line = TEXT.split(f"seed {row['seed']}:", 1)[1][:300]
     for key in ("heldout_reward", "heldout_ok_speedup"):
         assert f"{row['m0'][key]:.3f} / {row['m1'][key]:.3f}" in line, key
+
+
+MERGED = DATA / "merged" / "bench_learning.json"
+
+
+@pytest.mark.skipif(not MERGED.exists(), reason="the claim's seeds are not merged yet")
+def test_the_merged_claim_recomputes_from_the_seeds_records_and_the_docs_quote_it():
+    from warpk.stats import t_interval
+
+    merged = json.loads(MERGED.read_text())
+    assert sorted(s["seed"] for s in merged["seeds"]) == [int(p.name[4:]) for p in SEEDS]
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for metric in ("heldout_correct_rate", "heldout_reward"):
+        per_seed = {}
+        for seed in SEEDS:
+            arms = []
+            for arm in ("m0", "m1"):
+                held = records(seed / f"{arm}-records.jsonl.gz")
+                if metric == "heldout_correct_rate":
+                    arms.append(sum(r.status == "ok" for r in held) / len(held))
+                else:
+                    arms.append(sum(total_reward(r, RewardConfig()) for r in held) / len(held))
+            per_seed[seed.name] = arms[1] - arms[0]
+        iv = t_interval(list(per_seed.values()), 0.95)
+        paired = merged["summary"][metric]["m1_minus_m0"]
+        got = (paired["mean"], paired["low"], paired["high"])
+        assert got == pytest.approx((iv.estimate, iv.low, iv.high))
+        quoted = f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+        assert quoted in TEXT, (metric, quoted)
+        if metric == "heldout_correct_rate":
+            assert quoted in readme, quoted
