@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from textwrap import shorten
 
 from warpk.stats import t_interval
 
@@ -173,7 +174,8 @@ def figure(seeds: list[dict], summary: dict, path: Path, label: str) -> None:
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, loc="lower right")
     fig.suptitle(
-        f"policy=small, {label[:80]} (CPU): M1 warm-started from M0, {len(seeds)} seeds"
+        f"policy=small, {shorten(label, 110, placeholder=' ...')} (CPU): M1 warm-started from M0, "
+        f"{len(seeds)} seeds"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
