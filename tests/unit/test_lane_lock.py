@@ -86,6 +86,34 @@ def test_a_stopped_holder_fails_the_waiting_run_in_one_line(tmp_path, monkeypatc
         _end(holder)
 
 
+def test_a_stopped_pid_written_into_the_lock_files_fails_nothing(tmp_path, monkeypatch):
+    """Red team round 32 (process mode, where a candidate can reach the files): a stopped process
+    of the candidate's named in every lock file while a live run holds the lock. The waiter asks
+    the kernel who holds it, waits for that run, and gets the lane when it lets go."""
+    monkeypatch.setattr(lane_lock, "STOPPED_WAIT_S", 0.3)
+    holder = _holder(tmp_path, (7,))
+    decoy = subprocess.Popen(["sleep", "60"])
+    decoy.send_signal(signal.SIGSTOP)
+    got = []
+    try:
+        for path in lane_lock.folder(tmp_path).iterdir():
+            path.write_text(str(decoy.pid))
+        fd = os.open(lane_lock.folder(tmp_path) / "core-0007", os.O_RDONLY)
+        try:
+            assert lane_lock.holder_pid(fd) == holder.pid  # the kernel's word, not the file's
+        finally:
+            os.close(fd)
+        waiter = threading.Thread(target=lambda: got.append(LaneLock((7,), base=tmp_path).held().__enter__()))
+        waiter.start()
+        waiter.join(1.5)  # five times the stopped wait: a waiter that believed the files had failed
+        assert waiter.is_alive() and not got
+    finally:
+        _end(holder)
+        _end(decoy)
+    waiter.join(10)
+    assert got == [None]
+
+
 def test_a_lane_that_comes_straight_back_queues_behind_a_waiting_one(tmp_path):
     """Another run measures 40 candidates back to back (0.05 s each, letting go in between): a
     lane that waits gets its turn while that run is still going, not after it (the turnstile)."""

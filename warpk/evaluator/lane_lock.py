@@ -16,8 +16,12 @@ measurement's backstop deadline starts, so waiting is never a candidate's `timeo
 A holder's measurement is bounded by its own backstop, so we wait as long as it runs; a holder
 stopped (SIGSTOP, state T) for STOPPED_WAIT_S is our failure, said in one line (exit 2). The
 files live in /tmp/warpk-timing-<uid> (0700, refused unless ours), which no sandbox mounts (/tmp
-is a private folder: warpk.paths); each holds its holder's pid. Runs of different users do not
-wait for each other; with `evaluate.sandbox=process` (no isolation) a candidate could hold them.
+is a private folder: warpk.paths). Who holds a file is what the kernel says (/proc/locks, by the
+file's device and inode), never what is written in it: with `evaluate.sandbox=process` (no
+isolation) a candidate that wrote a stopped pid of its own into the files made the next run on
+the machine fail as if its holder were stopped (red team round 32). Such a candidate can still
+hold the files itself, or stop its own parent; process mode isolates nothing. Runs of different
+users do not wait for each other.
 
 Non-goals: no freezing (warpk.evaluator.pool_gate, warpk.evaluator.freeze), no placement.
 """
@@ -62,6 +66,22 @@ def folder(base: Path | None = None) -> Path:
 def names(cores: tuple[int, ...], gpu: str | None) -> list[str]:
     """The lock files of a lane, in the one order every lane takes them."""
     return sorted([f"core-{c:04d}" for c in cores] + ([f"gpu-{gpu}"] if gpu else []))
+
+
+def holder_pid(fd: int) -> int | None:
+    """The pid the kernel records for the flock on `fd`'s file held by another open file
+    (/proc/locks: `1: FLOCK  ADVISORY  WRITE 4242 fe:00:1311 0 EOF`); None where none is listed."""
+    info = os.fstat(fd)
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        words = line.split()
+        if len(words) >= 6 and words[1] == "FLOCK" and words[5] == where and words[4].isdigit():
+            return int(words[4])
+    return None
 
 
 def _stopped(pid: int) -> bool:
@@ -109,8 +129,6 @@ class LaneLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
         return fd
 
     def _take(self, fd: int, path: Path) -> None:
@@ -121,12 +139,13 @@ class LaneLock:
                 return
             except BlockingIOError:
                 pass
-            holder = os.pread(fd, 16, 0).decode(errors="replace").strip()
+            holder = holder_pid(fd)
             now = time.monotonic()
             if not said and now - start > NOTE_AFTER_S:
-                self.note(f"evaluate: waiting for another run's measurement on {path.name} (pid {holder})")
+                self.note(f"evaluate: waiting for another run's measurement on {path.name} "
+                          f"(pid {holder if holder is not None else 'unknown'})")
                 said = True
-            if holder.isdigit() and _stopped(int(holder)):
+            if holder is not None and _stopped(holder):
                 stopped_since = stopped_since or now
                 if now - stopped_since > STOPPED_WAIT_S:
                     raise HarnessFailure(f"another evaluator (pid {holder}) holds {path} and has been "

@@ -69,8 +69,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   speedup made of it); in `process` mode an orphan reparented outside its tree escapes the
   SIGSTOP freeze (not the cgroup one), and none of the namespace protections apply (it can write
   wherever the user can, reach the network and the sampler daemon on loopback, which it can slow
-  but not change, and kill the trusted worker: a harness failure). Run it on a machine you can
-  afford to lose, or at least under bwrap.
+  but not change, kill the trusted worker, or hold or stop what holds the machine's lane locks
+  so that another run on the machine stops: a harness failure; round 32). Run it on a machine
+  you can afford to lose, or at least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process and set of private folders): the real worker
 entry (torch and warpk.evaluator.untrusted imported by this interpreter, by the path this
@@ -238,13 +239,19 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
     return env
 
 
+# resolved here, once: `CDLL(None)` inside the child between fork and exec is dlopen + dlsym, which
+# would hang the child for good if another thread of the parent held the loader's lock at the fork
+# (red team round 32, by reading)
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def _enter(parent: int, group, address_space_bytes: int, oom_score_adj: int) -> None:
     """The worker's first process, before exec: its limits, and SIGKILL when the thread that
     started it ends (PR_SET_PDEATHSIG; bwrap's --die-with-parent does the same for the sandbox),
     so a worker frozen when its parent was killed does not stay frozen for ever (a `process`
     mode reference worker outlived its killed trusted worker, 2026-12-06)."""
     enter_limits(group, address_space_bytes, oom_score_adj)
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it ended before the signal was asked for
         os._exit(1)
 
