@@ -5,6 +5,8 @@ measurement, before the backstop starts."""
 
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -59,6 +61,7 @@ def test_a_lane_on_the_same_core_waits_until_the_holder_lets_go(tmp_path):
 
 def test_the_same_gpu_on_other_cores_waits_and_the_wait_is_noted(tmp_path, monkeypatch):
     monkeypatch.setattr(lane_lock, "NOTE_AFTER_S", 0.1)
+    monkeypatch.setattr(lane_lock, "LOOK_S", 0.05)
     holder = _holder(tmp_path, (5,), "GPU-a")
     notes = []
     waiter = threading.Thread(target=lambda: LaneLock((4,), "GPU-a", base=tmp_path, note=notes.append)
@@ -112,6 +115,41 @@ def test_a_stopped_pid_written_into_the_lock_files_fails_nothing(tmp_path, monke
         _end(decoy)
     waiter.join(10)
     assert got == [None]
+
+
+def _leave(folder, leave: str) -> None:
+    """What a process-mode candidate can leave behind for core 3 (red team round 33)."""
+    lock, turn = folder / "core-0003", folder / "core-0003.turn"
+    if leave == "turn_hardlink":  # the lock file and its turnstile one inode: a lane waits on itself
+        turn.touch()
+        os.link(turn, lock)
+    elif leave == "directory":
+        lock.mkdir()
+    elif leave == "symlink":
+        lock.symlink_to(folder / "elsewhere")
+    elif leave == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(lock))
+        s.close()
+    elif leave == "fifo":
+        os.mkfifo(lock)
+    elif leave == "folder_0755":
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("leave", ["turn_hardlink", "directory", "symlink", "socket", "fifo", "folder_0755"])
+def test_what_a_process_mode_candidate_leaves_in_the_folder_fails_and_hangs_nothing(tmp_path, leave):
+    folder = lane_lock.folder(tmp_path)
+    _leave(folder, leave)
+    entered = []
+    waiter = threading.Thread(target=lambda: entered.append(LaneLock((3,), base=tmp_path).held().__enter__()),
+                              daemon=True)  # fmt: skip
+    waiter.start()
+    waiter.join(5)
+    assert entered == [None], f"{leave}: the lane never got its lock"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    lock = folder / "core-0003"
+    assert lock.is_file() and not lock.is_symlink() and lock.stat().st_nlink == 1
 
 
 def test_a_lane_that_comes_straight_back_queues_behind_a_waiting_one(tmp_path):

@@ -19,9 +19,11 @@ files live in /tmp/warpk-timing-<uid> (0700, refused unless ours), which no sand
 is a private folder: warpk.paths). Who holds a file is what the kernel says (/proc/locks, by the
 file's device and inode), never what is written in it: with `evaluate.sandbox=process` (no
 isolation) a candidate that wrote a stopped pid of its own into the files made the next run on
-the machine fail as if its holder were stopped (red team round 32). Such a candidate can still
-hold the files itself, or stop its own parent; process mode isolates nothing. Runs of different
-users do not wait for each other.
+the machine fail as if its holder were stopped (red team round 32). What such a candidate leaves
+in the folder (an opened-up mode, a directory, link, socket or FIFO for a lock file, a lock file
+hard-linked to its turnstile, on which a lane waited on itself for ever) is repaired or moved
+aside, never a failure or a hang (round 33). It can still hold the files itself, or stop its own
+parent; process mode isolates nothing. Runs of different users do not wait for each other.
 
 Non-goals: no freezing (warpk.evaluator.pool_gate, warpk.evaluator.freeze), no placement.
 """
@@ -29,6 +31,7 @@ Non-goals: no freezing (warpk.evaluator.pool_gate, warpk.evaluator.freeze), no p
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -45,6 +48,9 @@ STOPPED_WAIT_S = float(os.environ.get("WARPK_TEST_LANE_LOCK_STOPPED_S") or 60.0)
 # stops no other test's run on the machine
 BASE_ENV = "WARPK_TEST_LANE_LOCK_BASE"
 POLL_S = 0.05
+# who holds a lock is looked up this often while waiting: /proc/locks is read whole, and a candidate
+# can make it long (100k locks took 3 s a read; red team round 33)
+LOOK_S = 1.0
 NOTE_AFTER_S = 2.0  # a wait longer than this is logged once (the run's log, not stderr)
 
 
@@ -57,15 +63,46 @@ def folder(base: Path | None = None) -> Path:
         info = os.lstat(path)
     except OSError as err:
         raise HarnessFailure(f"cannot make {path} for the lanes' machine-wide locks: {err}") from err
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise HarnessFailure(f"{path} is not a private folder of this user's: remove it (the lanes' "
                              f"machine-wide locks live there)")
+    if info.st_mode & 0o077:  # ours, opened up (a process-mode candidate's chmod: red team round 33)
+        os.chmod(path, 0o700)
     return path
 
 
 def names(cores: tuple[int, ...], gpu: str | None) -> list[str]:
     """The lock files of a lane, in the one order every lane takes them."""
     return sorted([f"core-{c:04d}" for c in cores] + ([f"gpu-{gpu}"] if gpu else []))
+
+
+def open_lock_file(path: Path) -> int:
+    """`path` opened as a lock file: a plain file of this user's with one link. What a process-mode
+    candidate can leave in the folder instead (a directory, a symlink, a socket or FIFO, a hard
+    link to another lock file, on which a lane would wait on itself for ever: red team round 33)
+    is moved aside once and the file made anew; what remains wrong after that is our failure."""
+    for attempt in (1, 2):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        except OSError as err:
+            if attempt == 2 or err.errno not in (errno.EISDIR, errno.ELOOP, errno.ENXIO):
+                raise HarnessFailure(f"cannot open the lane lock file {path}: {err}") from err
+            _move_aside(path)
+            continue
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_nlink == 1:
+            return fd
+        os.close(fd)
+        if attempt == 2:
+            raise HarnessFailure(f"{path} is not a plain lock file of this user's, even made anew: remove "
+                                 f"{path.parent}")
+        _move_aside(path)
+    raise AssertionError("unreachable")
+
+
+def _move_aside(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):  # another run moved it first
+        os.rename(path, path.with_name(f"{path.name}.moved-{os.getpid()}-{time.monotonic_ns()}"))
 
 
 def holder_pid(fd: int) -> int | None:
@@ -123,7 +160,7 @@ class LaneLock:
                 os.close(fd)  # closing drops the lock
 
     def _open_and_take(self, path: Path) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = open_lock_file(path)
         try:
             self._take(fd, path)
         except BaseException:
@@ -132,15 +169,19 @@ class LaneLock:
         return fd
 
     def _take(self, fd: int, path: Path) -> None:
-        start, stopped_since, said = time.monotonic(), None, False
+        start, stopped_since, said, looked = time.monotonic(), None, False, -LOOK_S
+        holder = None
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
                 pass
-            holder = holder_pid(fd)
             now = time.monotonic()
+            if now - looked < LOOK_S:
+                time.sleep(POLL_S)
+                continue
+            holder, looked = holder_pid(fd), now
             if not said and now - start > NOTE_AFTER_S:
                 self.note(f"evaluate: waiting for another run's measurement on {path.name} "
                           f"(pid {holder if holder is not None else 'unknown'})")
