@@ -3,6 +3,7 @@ waits for another run's lane on the same cores or GPU, as long as that one runs,
 other cores; a stopped holder fails the waiting run in one line; the lane holds it for the whole
 measurement, before the backstop starts."""
 
+import fcntl
 import os
 import signal
 import socket
@@ -181,12 +182,66 @@ def test_a_lock_folder_that_cannot_be_made_is_our_failure_in_one_line(tmp_path):
             pass
 
 
-def test_a_lock_folder_that_is_not_private_is_refused(tmp_path):
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / f"warpk-timing-{os.getuid()}").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(HarnessFailure, match="not a private folder"):
-        with LaneLock((0,), base=tmp_path).held():
-            pass
+@pytest.mark.parametrize("leave", ["symlink", "file", "dangling_symlink"])
+def test_what_stands_where_the_lock_folder_should_be_is_moved_aside_and_never_followed(tmp_path, leave):
+    """Red team round 34 (process mode): a link, a file or a dangling link at the folder's name made
+    every later run fail; it is moved aside (a link's target is left as it was)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("theirs")
+    path = tmp_path / f"warpk-timing-{os.getuid()}"
+    if leave == "symlink":
+        path.symlink_to(elsewhere)
+    elif leave == "file":
+        path.write_text("x")
+    else:
+        path.symlink_to(tmp_path / "nowhere")
+    with LaneLock((0,), base=tmp_path).held():
+        pass
+    assert path.is_dir() and not path.is_symlink() and stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep"]
+    assert (elsewhere / "keep").read_text() == "theirs"
+    assert len(list(tmp_path.glob(f"{path.name}.moved-*"))) == 1
+
+
+def test_a_repair_waits_for_the_folders_lock_and_moves_aside_only_what_is_still_wrong(tmp_path, monkeypatch):
+    """Round 34: two runs repairing at once; the first to take the folder's lock makes the file
+    anew, the second looks again and leaves it (it moved aside the file the other had just made)."""
+    folder = lane_lock.folder(tmp_path)
+    (folder / "core-0003").mkdir()
+    real_rename, renamed = os.rename, []
+
+    def rename(src, dst):  # as if another run repaired it between our two looks
+        renamed.append(str(src))
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(lane_lock.os, "rename", rename)
+    holder = os.open(folder, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # the other run's repair in progress
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(lane_lock.open_lock_file(folder / "core-0003")))
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive() and not renamed  # waits for the folder's lock, moves nothing yet
+    real_rename(folder / "core-0003", folder / "core-0003.other")  # the other run's repair
+    (folder / "core-0003").touch(mode=0o600)
+    os.close(holder)
+    waiter.join(5)
+    assert got and not renamed  # the second look found a good file: nothing moved aside
+    os.close(got[0])
+
+
+def test_a_repair_waits_for_the_folders_lock_a_bounded_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(lane_lock, "REPAIR_WAIT_S", 0.3)
+    folder = lane_lock.folder(tmp_path)
+    (folder / "core-0003").mkdir()
+    holder = os.open(folder, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(HarnessFailure, match="locked for 0.3 s"):
+            lane_lock.open_lock_file(folder / "core-0003")
+    finally:
+        os.close(holder)
 
 
 def test_the_lane_holds_the_locks_for_the_whole_measurement_before_its_backstop(monkeypatch):

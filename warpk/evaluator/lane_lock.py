@@ -15,15 +15,18 @@ measurement's backstop deadline starts, so waiting is never a candidate's `timeo
 
 A holder's measurement is bounded by its own backstop, so we wait as long as it runs; a holder
 stopped (SIGSTOP, state T) for STOPPED_WAIT_S is our failure, said in one line (exit 2). The
-files live in /tmp/warpk-timing-<uid> (0700, refused unless ours), which no sandbox mounts (/tmp
+files live in /tmp/warpk-timing-<uid> (0700, a private folder of this user's), which no sandbox mounts (/tmp
 is a private folder: warpk.paths). Who holds a file is what the kernel says (/proc/locks, by the
 file's device and inode), never what is written in it: with `evaluate.sandbox=process` (no
 isolation) a candidate that wrote a stopped pid of its own into the files made the next run on
 the machine fail as if its holder were stopped (red team round 32). What such a candidate leaves
 in the folder (an opened-up mode, a directory, link, socket or FIFO for a lock file, a lock file
 hard-linked to its turnstile, on which a lane waited on itself for ever) is repaired or moved
-aside, never a failure or a hang (round 33). It can still hold the files itself, or stop its own
-parent; process mode isolates nothing. Runs of different users do not wait for each other.
+aside, never a failure or a hang (round 33); so is a file, link or another user's folder where the
+folder should be, a folder or lock file shut to its owner (mode 0), and repairs are made one at a
+time under the folder's lock (round 34). It can still hold the files itself, stop its own parent,
+or (as root) keep a lock alive past its death; process mode isolates nothing. Runs of different
+users do not wait for each other.
 
 Non-goals: no freezing (warpk.evaluator.pool_gate, warpk.evaluator.freeze), no placement.
 """
@@ -51,24 +54,40 @@ POLL_S = 0.05
 # who holds a lock is looked up this often while waiting: /proc/locks is read whole, and a candidate
 # can make it long (100k locks took 3 s a read; red team round 33)
 LOOK_S = 1.0
+REPAIR_WAIT_S = 10.0  # the folder's lock during a repair of a lock file (milliseconds when honest)
 NOTE_AFTER_S = 2.0  # a wait longer than this is logged once (the run's log, not stderr)
 
 
 def folder(base: Path | None = None) -> Path:
-    """This user's lock folder (made 0700 if missing; refused if it is not ours or a link)."""
+    """This user's lock folder (made 0700 if missing; what is there instead, a file, a link, a folder
+    of another user's, is moved aside once where we may: red team round 34)."""
     path = (base or Path(os.environ.get(BASE_ENV) or "/tmp")) / f"warpk-timing-{os.getuid()}"
-    try:
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700)
-        info = os.lstat(path)
-    except OSError as err:
-        raise HarnessFailure(f"cannot make {path} for the lanes' machine-wide locks: {err}") from err
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise HarnessFailure(f"{path} is not a private folder of this user's: remove it (the lanes' "
-                             f"machine-wide locks live there)")
-    if info.st_mode & 0o077:  # ours, opened up (a process-mode candidate's chmod: red team round 33)
-        os.chmod(path, 0o700)
-    return path
+    for attempt in (1, 2):
+        try:
+            with contextlib.suppress(FileExistsError):
+                path.mkdir(mode=0o700)
+        except OSError as err:
+            raise HarnessFailure(f"cannot make {path} for the lanes' machine-wide locks: {err}") from err
+        try:
+            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)  # even mode 0
+        except OSError as err:
+            if attempt == 2 or err.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise HarnessFailure(f"cannot make {path} for the lanes' machine-wide locks: {err}") from err
+            _move_aside(path)
+            continue
+        try:
+            info = os.fstat(fd)
+            if info.st_uid == os.getuid():
+                if stat.S_IMODE(info.st_mode) != 0o700:  # opened up or shut (round 33, 34)
+                    os.chmod(f"/proc/self/fd/{fd}", 0o700)  # this very folder, never a link's target
+                return path
+        finally:
+            os.close(fd)
+        if attempt == 2:
+            break
+        _move_aside(path)
+    raise HarnessFailure(f"{path} is not a private folder of this user's: remove it (the lanes' "
+                         f"machine-wide locks live there)")
 
 
 def names(cores: tuple[int, ...], gpu: str | None) -> list[str]:
@@ -76,33 +95,69 @@ def names(cores: tuple[int, ...], gpu: str | None) -> list[str]:
     return sorted([f"core-{c:04d}" for c in cores] + ([f"gpu-{gpu}"] if gpu else []))
 
 
+def _try_open(path: Path) -> int | None:
+    """`path` opened, if it is a plain lock file of this user's with one link; None if not; raised if
+    it cannot be opened for another reason."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    except OSError as err:
+        if err.errno not in (errno.EISDIR, errno.ELOOP, errno.ENXIO, errno.EACCES, errno.EPERM):
+            raise HarnessFailure(f"cannot open the lane lock file {path}: {err}") from err
+        return None
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_nlink == 1:
+        return fd
+    os.close(fd)
+    return None
+
+
 def open_lock_file(path: Path) -> int:
     """`path` opened as a lock file: a plain file of this user's with one link. What a process-mode
     candidate can leave in the folder instead (a directory, a symlink, a socket or FIFO, a hard
     link to another lock file, on which a lane would wait on itself for ever: red team round 33)
-    is moved aside once and the file made anew; what remains wrong after that is our failure."""
-    for attempt in (1, 2):
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
-        except OSError as err:
-            if attempt == 2 or err.errno not in (errno.EISDIR, errno.ELOOP, errno.ENXIO):
-                raise HarnessFailure(f"cannot open the lane lock file {path}: {err}") from err
+    is moved aside once and the file made anew, under a lock on the folder and after a second look,
+    so two runs repairing at once never move aside the file the other just made (round 34); what
+    remains wrong after that is our failure."""
+    fd = _try_open(path)
+    if fd is not None:
+        return fd
+    folder_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _repair_turn(folder_fd, path.parent)  # repairs one at a time; released by the close
+        fd = _try_open(path)  # another run may have made it anew while we waited
+        if fd is None:
             _move_aside(path)
-            continue
-        info = os.fstat(fd)
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and info.st_nlink == 1:
-            return fd
-        os.close(fd)
-        if attempt == 2:
-            raise HarnessFailure(f"{path} is not a plain lock file of this user's, even made anew: remove "
-                                 f"{path.parent}")
-        _move_aside(path)
-    raise AssertionError("unreachable")
+            fd = _try_open(path)
+    finally:
+        os.close(folder_fd)
+    if fd is None:
+        raise HarnessFailure(f"{path} is not a plain lock file of this user's, even made anew: remove "
+                             f"{path.parent}")
+    return fd
+
+
+def _repair_turn(folder_fd: int, where: Path) -> None:
+    """The folder's flock, for one repair: a wait bounded by REPAIR_WAIT_S (a repair takes
+    milliseconds; a process-mode candidate could hold the folder's lock for ever)."""
+    deadline = time.monotonic() + REPAIR_WAIT_S
+    while True:
+        try:
+            fcntl.flock(folder_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise HarnessFailure(f"{where} has been locked for {REPAIR_WAIT_S:g} s by another "
+                                     f"process while a lock file needed repair: remove {where}") from None
+            time.sleep(POLL_S)
 
 
 def _move_aside(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):  # another run moved it first
+    try:
         os.rename(path, path.with_name(f"{path.name}.moved-{os.getpid()}-{time.monotonic_ns()}"))
+    except FileNotFoundError:  # another run moved it first
+        pass
+    except OSError as err:
+        raise HarnessFailure(f"cannot move aside {path}: {err}: remove it") from err
 
 
 def holder_pid(fd: int) -> int | None:
