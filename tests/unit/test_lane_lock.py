@@ -5,13 +5,16 @@ measurement, before the backstop starts."""
 
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -265,3 +268,61 @@ def test_the_lane_holds_the_locks_for_the_whole_measurement_before_its_backstop(
                         lambda self, *a: (events.append("measured"), (None, False))[1])
     measured.measure(None, None, 1.0)
     assert events == ["locked", "measured", "released"]
+
+
+def test_a_lock_file_made_under_a_shutting_umask_gets_its_owners_mode(tmp_path):
+    """Round 35: a run whose umask shuts its files (0777) made lock files of mode 0, which the next
+    run of a non-root user could not open, so it moved the held file aside and measured beside it.
+    The creator now sets 0600 on what it made."""
+    code = ("import os; os.umask(0o777)\nfrom pathlib import Path\n"
+            "from warpk.evaluator.lane_lock import LaneLock\n"
+            f"with LaneLock((3,), base=Path({str(tmp_path)!r})).held():\n    pass\n")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+    folder = tmp_path / f"warpk-timing-{os.getuid()}"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "core-0003").stat().st_mode) == 0o600
+
+
+def _as_nobody():
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+def test_a_lock_file_shut_to_a_non_root_owner_is_waited_for_not_moved_aside():
+    """Round 35, as a non-root user (nobody, where the suite runs as root): the holder's umask 0777
+    shuts the files; the next run waits for the holder instead of moving its file aside."""
+    pre = _as_nobody if os.getuid() == 0 else None
+    exe = "/usr/bin/python3" if pre else sys.executable
+    probe = subprocess.run([exe, "-c", "import warpk.evaluator.lane_lock"], cwd=REPO, preexec_fn=pre,
+                           capture_output=True, text=True)  # fmt: skip
+    if probe.returncode:
+        pytest.skip(f"this checkout cannot be imported as user nobody: {probe.stderr.strip()[-200:]}")
+    base = Path(tempfile.mkdtemp(prefix="warpk-lane-lock-test-", dir="/tmp"))  # reachable by nobody
+    base.chmod(0o777)
+    try:
+        _waits_for_the_shut_holder(base, exe, pre)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _waits_for_the_shut_holder(tmp_path: Path, exe: str, pre) -> None:
+    take = ("import os, time; os.umask(0o777)\nfrom pathlib import Path\n"
+            "from warpk.evaluator.lane_lock import LaneLock\n"
+            f"with LaneLock((0,), base=Path({str(tmp_path)!r})).held():\n"
+            "    print('held', flush=True); time.sleep({})\n")
+
+    def run(hold_s):
+        return subprocess.Popen([exe, "-c", take.format(hold_s)], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                                preexec_fn=pre)  # fmt: skip
+
+    holder = run(3)
+    assert holder.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    waiter = run(0)
+    assert waiter.stdout.readline().strip() == "held"
+    waited = time.monotonic() - start
+    holder.wait(10)
+    waiter.wait(10)
+    folder = next(tmp_path.glob("warpk-timing-*"))
+    moved = [p.name for p in folder.iterdir() if ".moved-" in p.name]
+    assert waited > 2.0 and not moved, (waited, moved)
