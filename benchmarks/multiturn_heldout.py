@@ -23,6 +23,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def heldout_names(records: list[EvalRecord]) -> list[str]:
 def run_two_turn(tree: Path, runs: Path, claim: Path, seed: int, out: Path) -> float:
     """The 2-turn arm of one seed into out/seedS; its wall seconds."""
     single = read_records(claim / f"seed{seed}" / "m0-records.jsonl.gz")
-    run_dir = Path("/tmp/multiturn") / f"seed{seed}"
+    run_dir = Path(tempfile.gettempdir()) / "warpk-multiturn" / f"seed{seed}"  # the adapters' samples
     overrides = [
         "stage=evaluate", "policy=small", "hardware=cpu", "logger=disabled", f"seed={seed}",
         "tasks=synthetic",

@@ -163,19 +163,26 @@ def open_lock_file(path: Path) -> int:
     return fd
 
 
+def flock_within(fd: int, operation: int, wait_s: float, poll_s: float = POLL_S) -> bool:
+    """flock(fd, operation) waited for at most wait_s; False if it was still held by then (the
+    caller says whose failure that is)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(poll_s)
+
+
 def _repair_turn(folder_fd: int, where: Path) -> None:
     """The folder's flock, for one repair: a wait bounded by REPAIR_WAIT_S (a repair takes
     milliseconds; a process-mode candidate could hold the folder's lock for ever)."""
-    deadline = time.monotonic() + REPAIR_WAIT_S
-    while True:
-        try:
-            fcntl.flock(folder_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise HarnessFailure(f"{where} has been locked for {REPAIR_WAIT_S:g} s by another "
-                                     f"process while a lock file needed repair: remove {where}") from None
-            time.sleep(POLL_S)
+    if not flock_within(folder_fd, fcntl.LOCK_EX, REPAIR_WAIT_S):
+        raise HarnessFailure(f"{where} has been locked for {REPAIR_WAIT_S:g} s by another "
+                             f"process while a lock file needed repair: remove {where}")
 
 
 def _move_aside(path: Path) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import CONFIRM_TIMEOUT_S, POLL_S
+from warpk.evaluator.lane_lock import flock_within
 from warpk.evaluator.resources import GROUP_PREFIX, kill_group, pool_group
 
 KILLED_WAIT_S = 120.0  # for killed builds to die (a task in writeback dies once it is done)
@@ -95,16 +96,9 @@ class PoolGate:
     def _shared(self, fd: int) -> None:
         """The gate's shared lock, waited for at most LOCK_WAIT_S: a holder of the exclusive lock
         keeps it only while it thaws, so longer is our failure, never a hang of the run."""
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise HarnessError(f"the compile pool's gate stayed locked for {LOCK_WAIT_S:g} s "
-                                       f"({self.gate}): a stuck process holds it") from None
-                time.sleep(POLL_S)
+        if not flock_within(fd, fcntl.LOCK_SH, LOCK_WAIT_S, POLL_S):
+            raise HarnessError(f"the compile pool's gate stayed locked for {LOCK_WAIT_S:g} s "
+                               f"({self.gate}): a stuck process holds it")
 
     def thaw_if_idle(self) -> None:
         """Thaw the pool unless a lane is timing: for the parent, after a trusted worker died or
