@@ -248,7 +248,8 @@ def test_a_repair_waits_for_the_folders_lock_a_bounded_time(tmp_path, monkeypatc
 
 
 def test_the_lane_holds_the_locks_for_the_whole_measurement_before_its_backstop(monkeypatch):
-    """Lane.measure takes the machine lock first, then measures (the backstop is _wait's, inside)."""
+    """Lane.measure starts its workers ahead (test_lane_start.py), then takes the machine lock, then
+    measures (the backstop is _wait's, inside)."""
     events = []
 
     class Lock:
@@ -266,8 +267,9 @@ def test_the_lane_holds_the_locks_for_the_whole_measurement_before_its_backstop(
     measured.machine_lock = Lock()
     monkeypatch.setattr(lane.Lane, "_measure_once",
                         lambda self, *a: (events.append("measured"), (None, False))[1])
+    monkeypatch.setattr(lane.Lane, "_start_ahead", lambda self, build_dir: events.append("started"))
     measured.measure(None, None, 1.0)
-    assert events == ["locked", "measured", "released"]
+    assert events == ["started", "locked", "measured", "released"]
 
 
 def test_a_lock_file_made_under_a_shutting_umask_gets_its_owners_mode(tmp_path):

@@ -48,6 +48,7 @@ POLL_S = 0.05
 BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the parent steps in
 ANSWER_TIMEOUT_S = 60.0  # the rest of an answer, once its first byte is there
 REQUEST_TIMEOUT_S = 60.0  # an idle trusted worker takes a request at once
+READY_TIMEOUT_S = 300.0  # a new trusted worker's torch import (seconds; minutes on a loaded machine)
 QUIT_WAIT_S = 10.0  # a trusted worker exits this soon after its socket closes
 RETRY_PHASES = ("load", "build", "correctness")  # a budget kill here is measured again
 
@@ -116,8 +117,10 @@ class TrustedProcess:
         self.sock: socket.socket | None = None
         self.home: Path | None = None
         self.output: OutputTail | None = None
+        self.ready = False  # its Ready came: torch imported, requests are taken
 
     def start(self) -> None:
+        self.ready = False
         self.home = Path(tempfile.mkdtemp(prefix="warpk-trusted-"))
         self.sock, child = socket.socketpair()
         _send_timeout(self.sock, REQUEST_TIMEOUT_S)
@@ -148,6 +151,20 @@ class TrustedProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until its Ready (once per start): HarnessFailure, with its last line, where it died or
+        took longer than `timeout_s`."""
+        if self.ready:
+            return
+        try:
+            wire.recv(self.sock, (wire.Ready,), timeout_s)
+        except (OSError, wire.ProtocolError) as err:
+            words = self.last_words()
+            self.close()
+            raise HarnessFailure(f"the trusted worker did not start ({err}"
+                                 f"{': ' + words if words else ''})") from err
+        self.ready = True
 
     def last_words(self) -> str:
         """The last line it wrote (a traceback's last line, when it died of one)."""
@@ -235,21 +252,34 @@ class Lane:
         not its own limit: red team round 16) before any timed batch is measured once more
         before its crash counts (not later: no second draw of the timing, round 18). No other
         run on this machine measures on our cores or GPU meanwhile (lane_lock; the backstop
-        starts once we hold them)."""
+        starts once we hold them). A new trusted worker and the first candidate's worker start,
+        and the trusted worker imports torch, before that: off the lane's cores, as a compile
+        pool's sandboxes do, and not inside another run's wait."""
+        self._start_ahead(build_dir)
         with self.machine_lock.held():
             outcome, budget_killed = self._measure_once(request, build_dir, backstop_s)
             if budget_killed:
                 outcome, _ = self._measure_once(request, build_dir, backstop_s)
         return outcome
 
-    def _measure_once(self, request: wire.MeasureRequest, build_dir: Path | None,
-                      backstop_s: float) -> tuple[Outcome, bool]:
-        start = time.perf_counter()
-        watch = Stopwatch("lane")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
+    def _start_ahead(self, build_dir: Path | None) -> None:
+        """The trusted worker started (again, where it died) and ready; where the lane has cores of
+        its own, the next candidate's worker started on the others, its import begun."""
         if not self.trusted.alive():
             self.trusted.close()
             self._drop_spare()  # a trusted worker that died mid-measurement may have left it frozen
             self.trusted.start()
+        if build_dir is None and self.spare is None and self.spare_limits is not self.limits:
+            self.spare = UntrustedProcess(self.sandbox, None, self.spare_limits, self._untrusted_env(None),
+                                          None, self.gpu)
+        self.trusted.wait_ready()
+
+    def _measure_once(self, request: wire.MeasureRequest, build_dir: Path | None,
+                      backstop_s: float) -> tuple[Outcome, bool]:
+        start = time.perf_counter()
+        watch = Stopwatch("lane")  # WARPK_PROFILE only (benchmarks/profile_evaluator.py)
+        if not self.trusted.alive():  # it died since (a budget kill's second measurement)
+            self._start_ahead(build_dir)
         worker = self._worker(build_dir)
         watch.lap("spawn")
         try:

@@ -11,7 +11,9 @@ our cores disturbs our batches as much as its batches do. Another run's lane on 
 GPUs goes on, as do both runs' compile pools. The files are taken in one global order, so two
 lanes never deadlock, each through a turnstile file (so turns alternate: a lane that lets go and
 comes straight back queues behind one already waiting), and the wait comes before the
-measurement's backstop deadline starts, so waiting is never a candidate's `timeout`.
+measurement's backstop deadline starts, so waiting is never a candidate's `timeout`. A lane's
+trusted worker and first candidate worker start, off the lane's cores, before it asks (Lane.measure):
+a new lane's torch imports are not inside another run's wait.
 
 A holder's measurement is bounded by its own backstop, so we wait as long as it runs; a holder
 stopped (SIGSTOP, state T) for STOPPED_WAIT_S is our failure, said in one line (exit 2). The

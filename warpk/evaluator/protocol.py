@@ -233,8 +233,16 @@ class Measurement:
     lane_error: str | None = None
 
 
+@dataclass(frozen=True)
+class Ready:
+    """The trusted worker's first message: torch imported, requests are taken. The lane waits for it
+    before it takes the machine's lane lock, so a new lane's start is never inside another run's
+    wait (warpk.evaluator.lane)."""
+
+
 TRUSTED_REPLIES = (Measurement,)
-TYPES = {t.__name__: t for t in (Load, Build, Stage, Go, Quit, Reply, Ran, MeasureRequest, Measurement)}
+TYPES = {t.__name__: t for t in (Load, Build, Stage, Go, Quit, Reply, Ran, MeasureRequest, Measurement,
+                                 Ready)}
 
 
 # --- encoding (warpk.evaluator.codec) ------------------------------------------------------

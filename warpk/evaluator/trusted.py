@@ -114,6 +114,7 @@ def serve() -> int:
     parent = socket.socket(fileno=int(os.environ.pop("WARPK_PARENT_FD")))
     import torch
 
+    wire.send(parent, wire.Ready())
     devices: dict = {}
     energies = ReferenceEnergies()  # this lane's, for the run
     references = ReferenceWorkers()
