@@ -109,11 +109,21 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
             session.watch.write(candidate_pid=request.candidate_pid, go=go)
 
 
+def _warm_up(torch) -> None:
+    """What every first reference probe paid once (steps.work_of): torch's flop counter loads
+    lazily, 1.1 s on the CPU (2026-12-06), inside the lane's lock; done here, before Ready."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False):
+        torch.softmax(torch.ones(2, 2), dim=-1)
+
+
 def serve() -> int:
     """Answer MeasureRequests from the parent on $WARPK_PARENT_FD until it closes the socket."""
     parent = socket.socket(fileno=int(os.environ.pop("WARPK_PARENT_FD")))
     import torch
 
+    _warm_up(torch)
     wire.send(parent, wire.Ready())
     devices: dict = {}
     energies = ReferenceEnergies()  # this lane's, for the run
