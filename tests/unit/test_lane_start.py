@@ -37,10 +37,26 @@ def test_the_machine_lock_is_taken_once_the_trusted_worker_is_ready_and_the_next
         with pytest.raises(Taken):
             lane.measure(None, None, 60.0)
         assert lock.seen == [(True, True, True)]
+        assert lane.spare_ready  # its torch imported, its Ready read here, not by the trusted worker
         assert os.sched_getaffinity(lane.spare.proc.pid) == {CORES[1]}  # off the lane's core
         with pytest.raises(Taken):  # the same lane again: nothing new started
             lane.measure(None, None, 60.0)
         assert lock.seen[-1] == (True, True, True)
+    finally:
+        lane.close()
+
+
+@pytest.mark.skipif(len(CORES) < 2, reason="a lane of its own needs two cores")
+def test_a_next_worker_that_dies_before_it_is_ready_is_dropped_not_handed_on():
+    lane = Lane(None, "process", Limits(2.0, 1, False, cores=(CORES[0],)), {}, free_cores=(CORES[1],))
+    lock = lane.machine_lock = WatchedLock(lane)
+    try:
+        lane.trusted.start()  # so the measurement keeps the spare it finds (a new trusted worker drops it)
+        lane.spare = lane._new_spare()
+        lane.spare.kill()
+        with pytest.raises(Taken):
+            lane.measure(None, None, 60.0)
+        assert lock.seen == [(True, True, False)] and not lane.spare_ready  # a fresh one comes later
     finally:
         lane.close()
 

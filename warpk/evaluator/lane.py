@@ -49,6 +49,8 @@ BACKSTOP_GRACE_S = 60.0  # beyond the trusted worker's own limits before the par
 ANSWER_TIMEOUT_S = 60.0  # the rest of an answer, once its first byte is there
 REQUEST_TIMEOUT_S = 60.0  # an idle trusted worker takes a request at once
 READY_TIMEOUT_S = 300.0  # a new trusted worker's torch import (seconds; minutes on a loaded machine)
+SPARE_READY_TIMEOUT_S = 120.0  # the next worker's: past this it is replaced by a fresh one
+READY_ENV = "WARPK_SAY_READY"  # a next worker started off the lane's cores says Ready once imported
 QUIT_WAIT_S = 10.0  # a trusted worker exits this soon after its socket closes
 RETRY_PHASES = ("load", "build", "correctness")  # a budget kill here is measured again
 
@@ -214,6 +216,7 @@ class Lane:
         # candidate's, and moves to the lane's before it gets a candidate (it has run none yet).
         self.spare: UntrustedProcess | None = None
         self.spare_limits = dataclasses.replace(limits, cores=others) if limits.cores and others else limits
+        self.spare_ready = False  # its Ready came (read here, so the trusted worker never sees it)
 
     def close(self) -> None:
         self.trusted.close()
@@ -223,16 +226,40 @@ class Lane:
         if self.spare is not None:
             self.spare.close()
             self.spare = None
+        self.spare_ready = False
+
+    def _says_ready(self) -> bool:
+        """Whether the next worker imports off the lane's cores (and says Ready when it is done)."""
+        return self.spare_limits is not self.limits
+
+    def _new_spare(self) -> UntrustedProcess:
+        self.spare_ready = False
+        env = self._untrusted_env(None)
+        if self._says_ready():
+            env[READY_ENV] = "1"
+        return UntrustedProcess(self.sandbox, None, self.spare_limits, env, None, self.gpu)
+
+    def _wait_spare(self) -> None:
+        """Until the next worker's Ready, where it says one: torch imported before it moves to the
+        lane's cores. One that dies or takes too long is replaced by a fresh worker later."""
+        if self.spare is None or self.spare_ready or not self._says_ready():
+            return
+        try:
+            wire.recv(self.spare.sock, (wire.Ready,), SPARE_READY_TIMEOUT_S)
+            self.spare_ready = True
+        except (OSError, wire.ProtocolError):
+            self._drop_spare()
 
     def _worker(self, build_dir: Path | None) -> UntrustedProcess:
         """A fresh untrusted worker for one candidate: the spare started during the previous
         measurement when it fits (no build dir to mount), else a new one. Then a new spare."""
         worker = None
         if self.spare is not None and self.spare.proc.poll() is not None:  # it died waiting
-            self.spare.close()
-            self.spare = None
+            self._drop_spare()
+        if build_dir is None:
+            self._wait_spare()  # read already, unless this is a measurement's second try
         if build_dir is None and self.spare is not None:
-            worker, self.spare = self.spare, None
+            worker, self.spare, self.spare_ready = self.spare, None, False
             if self.spare_limits is not self.limits and not worker.group.set_cores(self.limits.cores):
                 worker.close()  # it cannot move to the lane's cores: a fresh one born there
                 worker = None
@@ -242,8 +269,7 @@ class Lane:
             env = self._untrusted_env(build_dir)
             worker = UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
         if build_dir is None and self.spare is None:
-            env = self._untrusted_env(None)
-            self.spare = UntrustedProcess(self.sandbox, None, self.spare_limits, env, None, self.gpu)
+            self.spare = self._new_spare()
         return worker
 
     def measure(self, request: wire.MeasureRequest, build_dir: Path | None, backstop_s: float) -> Outcome:
@@ -264,15 +290,16 @@ class Lane:
 
     def _start_ahead(self, build_dir: Path | None) -> None:
         """The trusted worker started (again, where it died) and ready; where the lane has cores of
-        its own, the next candidate's worker started on the others, its import begun."""
+        its own, the next candidate's worker started on the others and its torch imported."""
         if not self.trusted.alive():
             self.trusted.close()
             self._drop_spare()  # a trusted worker that died mid-measurement may have left it frozen
             self.trusted.start()
-        if build_dir is None and self.spare is None and self.spare_limits is not self.limits:
-            self.spare = UntrustedProcess(self.sandbox, None, self.spare_limits, self._untrusted_env(None),
-                                          None, self.gpu)
+        if build_dir is None and self.spare is None and self._says_ready():
+            self.spare = self._new_spare()
         self.trusted.wait_ready()
+        if build_dir is None:
+            self._wait_spare()
 
     def _measure_once(self, request: wire.MeasureRequest, build_dir: Path | None,
                       backstop_s: float) -> tuple[Outcome, bool]:

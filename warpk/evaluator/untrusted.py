@@ -289,6 +289,8 @@ def main() -> int:
     sock = socket.socket(fileno=int(os.environ.pop("WARPK_SOCKET_FD")))
     sys.stdout = sys.stderr  # the candidate's prints go to the worker's log, nowhere else
     import torch  # noqa: F401 - before the candidate arrives: a spare worker is started ahead
+    if os.environ.pop("WARPK_SAY_READY", None):  # read by the lane before the trusted worker gets us
+        wire.send(sock, wire.Ready())
     try:
         return Harness(sock).serve()
     except wire.PeerClosed:
