@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from warpk.evaluator.errors import HarnessFailure
-from warpk.evaluator.lane import Lane, TrustedProcess
+from warpk.evaluator.lane import Lane
 from warpk.evaluator.sandbox import Limits
+from warpk.evaluator.trusted_process import TrustedProcess
 
 CORES = sorted(os.sched_getaffinity(0))
 
