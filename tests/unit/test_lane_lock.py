@@ -330,3 +330,14 @@ def _waits_for_the_shut_holder(tmp_path: Path, exe: str, pre) -> None:
     folder = next(tmp_path.glob("warpk-timing-*"))
     moved = [p.name for p in folder.iterdir() if ".moved-" in p.name]
     assert waited > 2.0 and not moved, (waited, moved)
+
+
+def test_a_hold_is_logged_where_asked(tmp_path, monkeypatch):
+    """WARPK_LANE_LOG (benchmarks/lane_holds.py): one line a hold, asked <= got <= released."""
+    log = tmp_path / "holds"
+    monkeypatch.setenv("WARPK_LANE_LOG", str(log))
+    with LaneLock((5,), base=tmp_path).held():
+        pass
+    pid, asked, got, released, test = log.read_text().split()
+    assert int(pid) == os.getpid() and float(asked) <= float(got) <= float(released)
+    assert test.startswith("tests/unit/test_lane_lock.py::test_a_hold_is_logged_where_asked")

@@ -58,6 +58,8 @@ POLL_S = 0.05
 LOOK_S = 1.0
 REPAIR_WAIT_S = 10.0  # the folder's lock during a repair of a lock file (milliseconds when honest)
 NOTE_AFTER_S = 2.0  # a wait longer than this is logged once (the run's log, not stderr)
+# a diagnostic: each hold appended to this file (benchmarks/lane_holds.py reads it)
+LOG_ENV = "WARPK_LANE_LOG"
 
 
 def folder(base: Path | None = None) -> Path:
@@ -220,6 +222,13 @@ def _stopped(pid: int) -> bool:
     return state in ("T", "t")
 
 
+def _log_hold(path: str, asked: float, got: float) -> None:
+    """One line: pid, asked, got, released (epoch s), the pytest test running (or -)."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "-").split(" ")[0]
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {asked:.3f} {got:.3f} {time.time():.3f} {test}\n")
+
+
 def _note(line: str) -> None:
     logging.getLogger("warpk").info(line)
 
@@ -233,6 +242,7 @@ class LaneLock:
     def held(self):
         """Every lock of the lane, exclusively, for the duration."""
         fds: list[int] = []
+        asked, got = time.time(), None
         try:
             if self.names:
                 where = folder(self.base)
@@ -245,10 +255,13 @@ class LaneLock:
                         fds.append(self._open_and_take(where / name))
                     finally:
                         os.close(turn)
+            got = time.time()
             yield
         finally:
             for fd in reversed(fds):
                 os.close(fd)  # closing drops the lock
+            if got is not None and os.environ.get(LOG_ENV):
+                _log_hold(os.environ[LOG_ENV], asked, got)
 
     def _open_and_take(self, path: Path) -> int:
         fd = open_lock_file(path)
