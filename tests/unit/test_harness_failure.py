@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import REPO
 from tests.unit.test_sandbox import SOFTMAX, _hardware
 from warpk.config import EvaluateConfig
-from warpk.evaluator import EvalItem, Evaluator, HarnessFailure, mounts, sandbox
+from warpk.evaluator import EvalItem, Evaluator, HarnessFailure, mounts, sandbox, trusted_process
 from warpk.evaluator import lane as lane_module
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR
@@ -63,7 +63,7 @@ def test_a_harness_failure_stops_the_batch_and_is_never_a_record(how, tmp_path, 
     monkeypatch.setattr(lane_module.Lane, "_wait", wait)
     # the fake _wait leaves the trusted worker inside the request it was sent, so it never sees
     # its socket close: the lane's close() would wait QUIT_WAIT_S (10 s) before its SIGKILL
-    monkeypatch.setattr(lane_module, "QUIT_WAIT_S", 0.5)
+    monkeypatch.setattr(trusted_process, "QUIT_WAIT_S", 0.5)
     seen, failure, cached = _evaluate_three(tmp_path)
     assert seen == [(0, "incorrect")] and len(calls) == 2
     line = str(failure)

@@ -132,18 +132,18 @@ def test_a_trusted_worker_killed_while_it_holds_the_pool_leaves_it_thawed(tmp_pa
     """Red team round 18: a trusted worker killed inside PoolGate.hold never ran its thaw, so the
     compile pool stayed frozen until another lane's hold ended. The parent's close thaws it, unless
     another lane is timing."""
-    from warpk.evaluator import lane, pool_gate
+    from warpk.evaluator import pool_gate, trusted_process
 
     group = cgroup2_root() / "warpk" / f"{POOL_PREFIX}test-killed-{os.getpid()}"
     group.mkdir(parents=True)
     gate = str(tmp_path / "gate")
     run_gate = {pool_gate.GROUP_ENV: str(group), pool_gate.GATE_ENV: gate}
     monkeypatch.setattr(pool_gate, "run_gate", lambda: run_gate)
-    monkeypatch.setattr(lane, "QUIT_WAIT_S", 0.2)
+    monkeypatch.setattr(trusted_process, "QUIT_WAIT_S", 0.2)
     burner = _burner(group)
     try:
         for other_lane_timing in (True, False):
-            trusted = lane.TrustedProcess({}, 1)
+            trusted = trusted_process.TrustedProcess({}, 1)
             trusted.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(group), gate], text=True,
                                             stdout=subprocess.PIPE, start_new_session=True,
                                             env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
