@@ -54,8 +54,9 @@ def show(out, n: int, i: int, record) -> None:
     )
     if record.status == "ok" and record.ref_contention and record.ref_contention > 1.05:
         tail += f" (reference {record.ref_contention:.2f}x slower interleaved than alone; " + (
-            f"candidate alone {record.new_alone_runtime_ms:.3f} ms, basis {record.basis})"
-            if record.basis else "scaled to alone)")
+            f"candidate alone {record.new_alone_runtime_ms:.3f} ms, basis {record.basis}"
+            if record.basis else "scaled to alone") + (
+            f", interleaved {record.interleaved_speedup:.3f})" if record.interleaved_speedup else ")")
     print(f"  {i + 1}/{n} {record.task_id}: {record.status}{tail}", flush=True)
 
 
@@ -93,6 +94,9 @@ def main() -> int:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--hardware", default="auto")
     parser.add_argument("--subset", nargs="*", default=[], help="problem names (file stems) only")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="each copy this many times in a row (how much the timing varies between "
+                             "evaluations of one problem; the counts are then over every evaluation)")
     parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "process"])
     parser.add_argument("--out", type=Path, default=REPO / "outputs" / "refcheck")
     args = parser.parse_args()
@@ -108,7 +112,9 @@ def main() -> int:
     for level in [0] if args.bundled else args.levels:
         tasks = load_suite(TasksConfig(source="bundled", subset=args.subset) if args.bundled else
                            TasksConfig(source="kernelbench", root=args.root, level=level, subset=args.subset))
-        items = [EvalItem(t, as_candidate(t.path.read_text()), "reference_as_candidate") for t in tasks]
+        # a repeat differs by a comment: identical sources in one call are evaluated once
+        items = [EvalItem(t, as_candidate(t.path.read_text()) + (f"# repeat {r}\n" if r else ""),
+                          "reference_as_candidate") for t in tasks for r in range(args.repeat)]
         start = time.perf_counter()
         out = (args.out / f"records-L{level}.jsonl").open("w")
 

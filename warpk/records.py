@@ -107,6 +107,9 @@ class EvalRecord:
     # candidate's alone batches (the candidate frozen); far above ref_alone_runtime_ms, the machine
     # drifted between the baseline and the alone batches (a `basis` alone copy then comes out low)
     ref_alone_after_runtime_ms: float | None = None
+    # where the reference was slowed (ref_contention > 1.05): the interleaved ratio itself, which the
+    # speedup's interval reaches up to (warpk.evaluator.timing_phase.wider); a diagnostic
+    interleaved_speedup: float | None = None
     # Evaluator v2 only (records before 2026-12-05): the share of the candidate's self-reported
     # time its wall clock confirmed. v3 uses no self-reported time; always None since.
     clock_confirmed: float | None = None

@@ -185,6 +185,35 @@ def test_a_reference_slowed_for_the_candidate_alone_gains_it_nothing():
     assert fields["ref_runtime_ms"] == pytest.approx(2.0)  # the interleaved batches, unscaled
 
 
+def test_where_the_two_ratios_disagree_the_interval_reaches_the_interleaved_one_and_nothing_else_moves():
+    from warpk.evaluator.timing_phase import Timing
+
+    # An L3 copy on the H100 (2026-12-06): the baseline came out fast (0.8), the reference
+    # interleaved and the candidate alone at 1.0: basis `alone` at 0.8, whose own interval lies
+    # below 1; the interleaved ratio (1.0) is in the interval now, the point and low end are not
+    # moved, and the interleaved ratio is recorded beside.
+    noise = (0.99, 1.0, 1.01, 1.0, 1.0)
+    copy = Timing(7, ref_ms=noise, new_ms=(1.0,) * 5, freeze="cgroup", new_alone_ms=noise)
+    fields = copy.fields(alone_ms=tuple(0.8 * x for x in noise))
+    assert fields["basis"] == "alone" and fields["speedup"] == pytest.approx(0.8)
+    assert fields["speedup_low"] == pytest.approx(0.8) and fields["speedup_high"] >= 1.0
+    assert fields["interleaved_speedup"] == pytest.approx(1.0)
+    # An attack that slows the reference 2x while it exists: point and low end as before (the
+    # upper end, which no reward and no `faster` reads, reaches its 2.0)
+    attack = Timing(7, ref_ms=tuple(2 * x for x in noise), new_ms=(1.0,) * 5, freeze="cgroup",
+                    new_alone_ms=noise).fields(alone_ms=noise)
+    assert attack["speedup"] == pytest.approx(1.0) and attack["speedup_low"] <= 1.0
+    assert attack["speedup_high"] == pytest.approx(2.02)
+    assert attack["interleaved_speedup"] == pytest.approx(2.0)
+    # Scaled to alone (the candidate not timed alone): the same widening, the point scaled
+    scaled = Timing(7, ref_ms=(1.8,) * 5, new_ms=(1.8,) * 5, freeze="cgroup").fields(alone_ms=(1.0,) * 5)
+    assert scaled["speedup"] == scaled["speedup_low"] == pytest.approx(1.05 / 1.8)
+    assert scaled["speedup_high"] == pytest.approx(1.0) == scaled["interleaved_speedup"]
+    # Not slowed: one ratio, nothing beside it
+    calm = Timing(7, ref_ms=noise, new_ms=(1.0,) * 5, freeze="cgroup").fields(alone_ms=noise)
+    assert "interleaved_speedup" not in calm and "basis" not in calm
+
+
 class TensorSide(FakeSide):
     """A FakeSide whose outputs are tensors (the alone batches weigh and copy them)."""
 

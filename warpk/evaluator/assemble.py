@@ -21,7 +21,7 @@ from warpk.telemetry.model import modelled_energy
 SHARED = ("device", "max_abs_err", "max_rel_err", "runtime_ms", "runtime_iqr_ms", "ref_runtime_ms",
           "ref_runtime_iqr_ms", "flops", "min_bytes", "compile_s", "correctness_s", "timing_s",
           "calls_per_batch", "freeze", "ref_alone_runtime_ms", "ref_contention",
-          "new_alone_runtime_ms", "basis", "ref_alone_after_runtime_ms")
+          "new_alone_runtime_ms", "basis", "ref_alone_after_runtime_ms", "interleaved_speedup")
 
 
 MEASURED_ENERGY = ("energy_j", "energy_uncertainty_j", "avg_power_w", "window_s", "ref_energy_j",

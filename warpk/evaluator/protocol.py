@@ -197,6 +197,7 @@ class Measurement:
     new_alone_runtime_ms: float | None = None  # the candidate back to back, where contention was
     basis: str | None = None  # which ratio the speedup is then: interleaved | alone
     ref_alone_after_runtime_ms: float | None = None  # diagnostic: the reference alone after those
+    interleaved_speedup: float | None = None  # diagnostic: the ratio taking turns, where slowed
     flops: float | None = None
     min_bytes: float | None = None
     io_bytes: float | None = None  # inputs + outputs of one call
