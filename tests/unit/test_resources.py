@@ -163,6 +163,22 @@ def test_set_cores_says_false_only_where_a_cpuset_was_wanted_and_is_missing(monk
 
 
 @needs_cgroups
+def test_close_returns_once_the_group_is_empty_not_while_its_processes_still_exit():
+    """Red team round 30: a killed sandbox's exit can take seconds of kernel time on the lane's
+    cores (a million files in its tmpfs: 3.6 s, its processes in the group until done), and the
+    lane went on after 0.5 s, into the next candidate's baseline. A process that takes 1.5 s to
+    leave stands in for such an exit here."""
+    group = ResourceGroup(256 << 20)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(1.5)"],
+                            preexec_fn=group.join, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    dirs = list(group.dirs.values())
+    group.close()
+    assert proc.poll() is not None or proc.wait(timeout=1) == 0  # it had left the group
+    assert not any(d.exists() for d in dirs)
+
+
+@needs_cgroups
 def test_kill_reaches_what_left_the_process_group():
     """A process in a new session escapes killpg; it does not leave its cgroup."""
     group = ResourceGroup(512 << 20)

@@ -46,7 +46,11 @@ FILES_PER_PROCESS = 1024
 # Per file, memfds included, and KernelBench outputs reach GBs: this only stops a runaway file.
 FILE_SIZE_LIMIT_BYTES = 1 << 40
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
-REMOVE_WAIT_S = 0.5
+# How long `close` waits for a killed sandbox's processes to be gone. Their exit can take seconds
+# of kernel time on the cores they ran on (a million empty files in the sandbox's tmpfs: 3.6 s on
+# the development machine, the processes in the group throughout), which slowed the next
+# candidate's baseline ~2x when the lane moved on after 0.5 s (red team round 30).
+REMOVE_WAIT_S = 120.0
 STALE_AFTER_S = 60.0
 
 def _mounts() -> list[list[str]]:
@@ -340,7 +344,8 @@ class ResourceGroup:
         return "own" if counters.get("oom", 1) + counters.get("max", 0) else "budget"
 
     def close(self) -> None:
-        """Remove the groups once empty (its processes were killed by the caller)."""
+        """Remove the groups once empty (its processes were killed by the caller): the caller
+        goes on once they are gone, not while the kernel still tears them down on its cores."""
         deadline = time.monotonic() + REMOVE_WAIT_S
         for group in set(self.dirs.values()):
             while True:

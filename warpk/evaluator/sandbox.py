@@ -46,7 +46,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   reference is timed alone before any candidate code runs, so what freezing does not stop
   (kernels queued on the GPU, armed timers) is not credited to it beyond the ratio of both
   sides alone (corpus 45b, 54, 59); SysV and POSIX message-queue IPC, whose objects the kernel
-  frees after the sandbox is gone, fail with EPERM (round 29).
+  frees after the sandbox is gone, fail with EPERM (round 29); a sandbox's exit that takes the
+  kernel seconds on the lane's cores (a million files in its tmpfs: 3.6 s) ends before the lane
+  goes on (its cgroup waited empty, up to 120 s: round 30).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
   can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
