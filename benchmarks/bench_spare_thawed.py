@@ -7,10 +7,10 @@ worker drives the timed round trips. Frozen, the import waits for the timing and
 candidates. Two arms, side by side in one run, the order alternating per round, each call a fresh
 Evaluator over the bundled suite's references as candidates (copies: true speedup 1), result
 cache off:
-- `frozen`: the trusted worker freezes it while anything is timed (before 2026-12-06);
-- `thawed`: it imports through the timing (`Lane.freeze_spare` False where it has cores apart).
-On a machine with no cpuset cgroup, or one core, the next worker shares the lane's cores and is
-frozen in both arms (said, exit 2).
+- `frozen`: the trusted worker freezes it while anything is timed (`Lane.freeze_spare`, the rule);
+- `thawed`: it imports through the timing (`Lane.freeze_spare` False).
+On a machine with no cpuset cgroup, or one core, the next worker shares the lane's cores, where
+thawing it is known to stretch batches (said, exit 2).
 
     python benchmarks/bench_spare_thawed.py --rounds 2 --out DIR
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -42,13 +43,13 @@ ORIGINAL_INIT = lane.Lane.__init__
 ARMS = ("frozen", "thawed")
 
 
-def _frozen(self, *args, **kwargs) -> None:
+def _thawed(self, *args, **kwargs) -> None:
     ORIGINAL_INIT(self, *args, **kwargs)
-    self.freeze_spare = True
+    self.freeze_spare = False
 
 
 def call(arm: str, protocol, hardware, batch: list) -> dict:
-    lane.Lane.__init__ = _frozen if arm == "frozen" else ORIGINAL_INIT
+    lane.Lane.__init__ = _thawed if arm == "thawed" else ORIGINAL_INIT
     try:
         start = time.perf_counter()
         with Evaluator(protocol, hardware) as evaluator:
@@ -69,6 +70,8 @@ def arm_summary(calls: list[dict]) -> dict:
         speedup_median=statistics.median(c["speedup"] for c in ok) if ok else None,
         contains_1=sum(1 for c in ok if c["low"] <= 1 <= c["high"]),
         width_median=statistics.median(c["high"] - c["low"] for c in ok) if ok else None,
+        # the copies' scatter (their true speedup is 1): what a noisier timing shows first
+        log_sd=statistics.stdev(math.log(c["speedup"]) for c in ok) if len(ok) > 1 else None,
     )
 
 
@@ -81,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if "cpuset" not in placement()[1] or len(os.sched_getaffinity(0)) < 2:
-        print("bench_spare_thawed: no cpuset cgroup here, or one core: the next worker shares the "
-              "lane's cores and is frozen in both arms")
+        print("bench_spare_thawed: no cpuset cgroup here, or one core: the next worker would share "
+              "the lane's cores")
         return 2
     hardware = hardware_profile(args.hardware)
     protocol = default_protocol(result_cache=False, timing_batches=args.timing_batches, energy="none")
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{arm}: wall {s['wall_median_s']:.1f} s (median of {args.rounds}), "
               f"{s['ok']}/{s['copies']} ok, "
               f"copies' median {s['speedup_median']:.3f}, interval contains 1 for {s['contains_1']}, "
-              f"median width {s['width_median']:.3f}")
+              f"median width {s['width_median']:.3f}, sd of log speedup {s['log_sd']:.3f}")
     print(f"frozen / thawed wall {summary['ratio_median']:.2f} "
           f"({summary['ratio_min']:.2f}-{summary['ratio_max']:.2f})")
     return 0

@@ -112,9 +112,11 @@ def main() -> int:
     for level in [0] if args.bundled else args.levels:
         tasks = load_suite(TasksConfig(source="bundled", subset=args.subset) if args.bundled else
                            TasksConfig(source="kernelbench", root=args.root, level=level, subset=args.subset))
-        # a repeat differs by a comment: identical sources in one call are evaluated once
+        # a repeat differs by a comment (identical sources in one call are evaluated once) and
+        # comes a round later, each round all the problems (a baseline is kept a minute a task)
         items = [EvalItem(t, as_candidate(t.path.read_text()) + (f"# repeat {r}\n" if r else ""),
-                          "reference_as_candidate") for t in tasks for r in range(args.repeat)]
+                          f"reference_as_candidate#{r}" if r else "reference_as_candidate")
+                 for r in range(args.repeat) for t in tasks]
         start = time.perf_counter()
         out = (args.out / f"records-L{level}.jsonl").open("w")
 

@@ -59,8 +59,8 @@ class EvalRecord:
     ref_runtime_ms: float | None = None  # median time per call of the reference, same process
     ref_runtime_iqr_ms: float | None = None
     speedup: float | None = None  # median of per-batch ref/candidate time ratios
-    speedup_low: float | None = None  # its 95% interval over the interleaved batches
-    speedup_high: float | None = None
+    speedup_low: float | None = None  # its 95% interval over the batches; where the reference was
+    speedup_high: float | None = None  # slowed, up to the interleaved ratio's too (interleaved_speedup)
     energy_j: float | None = None  # energy per call of the candidate
     energy_uncertainty_j: float | None = None
     ref_energy_j: float | None = None

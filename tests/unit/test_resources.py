@@ -6,6 +6,8 @@ records say limits=none (test_describe_says_none_where_nothing_is_writable cover
 """
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -163,19 +165,28 @@ def test_set_cores_says_false_only_where_a_cpuset_was_wanted_and_is_missing(monk
 
 
 @needs_cgroups
-def test_close_returns_once_the_group_is_empty_not_while_its_processes_still_exit():
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_close_returns_once_the_sandbox_is_gone_not_while_the_kernel_still_tears_it_down():
     """Red team round 30: a killed sandbox's exit can take seconds of kernel time on the lane's
     cores (a million files in its tmpfs: 3.6 s, its processes in the group until done), and the
-    lane went on after 0.5 s, into the next candidate's baseline. A process that takes 1.5 s to
-    leave stands in for such an exit here."""
-    group = ResourceGroup(256 << 20)
-    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(1.5)"],
-                            preexec_fn=group.join, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ready"
+    lane went on after 0.5 s, into the next candidate's baseline. 500k files here (~1.5 s)."""
+    group = ResourceGroup(2 << 30)
+    code = ("import os\nos.makedirs('/tmp/f')\nfor i in range(500_000):\n"
+            "    os.close(os.open(f'/tmp/f/{i}', os.O_CREAT | os.O_WRONLY))\n"
+            "print('ready', flush=True)\nimport time\ntime.sleep(600)\n")
+    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+               "--unshare-all", "--die-with-parent", sys.executable, "-c", code]
+    proc = subprocess.Popen(command, preexec_fn=group.join, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
     dirs = list(group.dirs.values())
-    group.close()
-    assert proc.poll() is not None or proc.wait(timeout=1) == 0  # it had left the group
-    assert not any(d.exists() for d in dirs)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.killpg(proc.pid, signal.SIGKILL)
+        group.kill()
+        proc.wait(timeout=10)
+    finally:
+        group.close()
+    assert not any(d.exists() for d in dirs)  # removed: nothing of the sandbox was left in them
 
 
 @needs_cgroups

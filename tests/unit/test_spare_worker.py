@@ -1,7 +1,6 @@
 """The lane's next worker, started ahead (warpk.evaluator.lane): it imports torch while the
-current candidate is measured (on cores apart from the lane's where there are some; where it
-shares the lane's, it is frozen while anything is timed: the trusted worker,
-warpk.evaluator.session, and thawed once the candidate is done), and becomes the next candidate's."""
+current candidate loads and is checked, is frozen while anything is timed (the trusted worker,
+warpk.evaluator.session), is thawed once the candidate is done, and becomes the next candidate's."""
 
 import json
 import os
@@ -95,8 +94,6 @@ def test_the_trusted_worker_and_the_next_worker_run_on_cores_no_lane_times_on():
     assert alone.trusted.cores == tuple(sorted(set(os.sched_getaffinity(0)) - {7}))
     no_cpuset = Lane(None, "process", Limits(1.0, 1, False), {}, free_cores=(0,))
     assert no_cpuset.trusted.cores == () and no_cpuset.spare_limits is no_cpuset.limits
-    # frozen while timed only where it imports on the lane's cores (no cpuset to keep it apart)
-    assert not lane.freeze_spare and not alone.freeze_spare and no_cpuset.freeze_spare
 
 
 @pytest.mark.slow
@@ -110,13 +107,6 @@ def test_a_lane_stopped_at_its_backstop_mid_timing_leaves_the_next_candidate_ok(
 
     monkeypatch.setattr(lane_module, "BACKSTOP_GRACE_S", 0.0)
     measure, calls = lane_module.Lane.measure, []
-    init = lane_module.Lane.__init__
-
-    def frozen_while_timed(self, *args, **kwargs):  # as where the spare shares the lane's cores
-        init(self, *args, **kwargs)
-        self.freeze_spare = True
-
-    monkeypatch.setattr(lane_module.Lane, "__init__", frozen_while_timed)
 
     def first_one_short(self, request, build_dir, backstop_s):
         calls.append(1)

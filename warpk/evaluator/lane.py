@@ -103,17 +103,17 @@ class Lane:
         others = free_cores or tuple(sorted(set(os.sched_getaffinity(0)) - set(limits.cores)))
         self.trusted = TrustedProcess(self.env, limits.threads, others if limits.cores else ())
         self.machine_lock = LaneLock(limits.cores, gpu)  # other runs' lanes on our cores or GPU wait
-        # Started ahead, importing torch while the current candidate is measured. It imports on
-        # the trusted worker's cores, not the candidate's, and moves to the lane's before it gets
-        # a candidate (it has run none yet); where it cannot (no cpuset), the trusted worker
-        # freezes it while anything is timed (on the lane's 2 cores its import, left running,
-        # stretched honest batches 10x).
+        # Started ahead, importing torch while the current candidate loads and is checked; the
+        # trusted worker freezes it while anything is timed (on 2 cores its import, left running,
+        # stretched honest batches 10x). It imports on the trusted worker's cores, not the
+        # candidate's, and moves to the lane's before it gets a candidate (it has run none yet).
         self.spare: UntrustedProcess | None = None
         self.spare_limits = dataclasses.replace(limits, cores=others) if limits.cores and others else limits
         self.spare_ready = False  # its Ready came (read here, so the trusted worker never sees it)
-        # Frozen by the trusted worker while anything is timed only where it imports on the lane's
-        # own cores: apart from them its import overlaps the timing (benchmarks/bench_spare_thawed.py)
-        self.freeze_spare = not self._says_ready()
+        # Left running through the timing, even on cores apart from the lane's, its import saved
+        # 16% of a CPU run's wall and scattered copies' speedups 1.5x as much (2 cores, 2026-12-06,
+        # benchmarks/bench_spare_thawed.py): so frozen.
+        self.freeze_spare = True
 
     def close(self) -> None:
         self.trusted.close()

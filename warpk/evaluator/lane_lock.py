@@ -15,7 +15,8 @@ measurement's backstop deadline starts, so waiting is never a candidate's `timeo
 trusted worker and first candidate worker start, off the lane's cores, before it asks (Lane.measure):
 a new lane's torch imports are not inside another run's wait.
 
-A holder's measurement is bounded by its own backstop, so we wait as long as it runs; a holder
+A holder's measurement is bounded by its own backstop (and its candidate's exit by the 120 s
+`resources.REMOVE_WAIT_S`), so we wait as long as it runs; a holder
 stopped (SIGSTOP, state T) for STOPPED_WAIT_S is our failure, said in one line (exit 2). The
 files live in /tmp/warpk-timing-<uid> (0700, a private folder of this user's), which no sandbox mounts (/tmp
 is a private folder: warpk.paths). Who holds a file is what the kernel says (/proc/locks, by the

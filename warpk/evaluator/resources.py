@@ -28,7 +28,6 @@ from __future__ import annotations
 import atexit
 import functools
 import os
-import resource
 import secrets
 import signal
 import sys
@@ -46,11 +45,7 @@ FILES_PER_PROCESS = 1024
 # Per file, memfds included, and KernelBench outputs reach GBs: this only stops a runaway file.
 FILE_SIZE_LIMIT_BYTES = 1 << 40
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
-# How long `close` waits for a killed sandbox's processes to be gone. Their exit can take seconds
-# of kernel time on the cores they ran on (a million empty files in the sandbox's tmpfs: 3.6 s on
-# the development machine, the processes in the group throughout), which slowed the next
-# candidate's baseline ~2x when the lane moved on after 0.5 s (red team round 30).
-REMOVE_WAIT_S = 120.0
+REMOVE_WAIT_S = 120.0  # for a killed sandbox's processes to be gone (`close`)
 STALE_AFTER_S = 60.0
 
 def _mounts() -> list[list[str]]:
@@ -344,8 +339,10 @@ class ResourceGroup:
         return "own" if counters.get("oom", 1) + counters.get("max", 0) else "budget"
 
     def close(self) -> None:
-        """Remove the groups once empty (its processes were killed by the caller): the caller
-        goes on once they are gone, not while the kernel still tears them down on its cores."""
+        """Remove the groups once their processes are gone (killed by the caller; any it forked
+        since, killed here). Their exit can take the kernel seconds on the cores they ran on (a
+        million files in the sandbox's tmpfs: 3.6 s, all in the group until done), which slowed
+        the next candidate's baseline ~2x when this gave up after 0.5 s (red team round 30)."""
         deadline = time.monotonic() + REMOVE_WAIT_S
         for group in set(self.dirs.values()):
             while True:
@@ -354,11 +351,19 @@ class ResourceGroup:
                     break
                 except FileNotFoundError:
                     break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        break  # a later `placement` removes it once empty
+                except OSError:  # busy while it has processes; an empty one left for `placement`
+                    if time.monotonic() > deadline or not _members(group):
+                        break
+                    kill_group(group)
                     time.sleep(0.01)
         self.dirs = {}
+
+
+def _members(group: Path) -> list[str]:
+    try:
+        return (group / "cgroup.procs").read_text().split()
+    except OSError:
+        return []
 
 
 def kill_group(group: Path) -> None:
@@ -375,31 +380,3 @@ def kill_group(group: Path) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-# Which sandbox the kernel's OOM killer takes when all of them together reach their budget
-# (hostmem.sandbox_budget_bytes): memory in unmapped memfds or tmpfs counts in no process's
-# badness, so candidates and builds are marked first, the task's reference worker next (red team
-# round 13); the trusted worker and the parent are outside the budget's group. A candidate can
-# write its own score back down (Linux 6.18 allows it unprivileged, measured): an ordering, not
-# a limit.
-OOM_SCORE_ADJ = {"candidate": 1000, "reference": 500}
-
-
-def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_adj: int = 1000) -> None:
-    """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
-    cgroups, so all it spawns is born inside, then its OOM score adjustment and its rlimits
-    (`address_space_bytes` 0: none)."""
-    group.join()
-    try:  # an ordering for accidents, not a limit: where /proc refuses it, the sandbox still runs
-        with open("/proc/self/oom_score_adj", "w") as adj:
-            adj.write(str(oom_score_adj))
-    except OSError:
-        pass
-    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
-    if address_space_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))

@@ -88,6 +88,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -100,7 +101,12 @@ from pathlib import Path
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.mounts import host_folders, mount
-from warpk.evaluator.resources import MEMORY_HEADROOM_BYTES, OOM_SCORE_ADJ, ResourceGroup, enter_limits
+from warpk.evaluator.resources import (
+    FILE_SIZE_LIMIT_BYTES,
+    FILES_PER_PROCESS,
+    MEMORY_HEADROOM_BYTES,
+    ResourceGroup,
+)
 from warpk.evaluator.seccomp import seccomp_fd
 from warpk.paths import KEPT_PRIVATE, private_folders
 from warpk.paths import REPO as PROJECT_ROOT
@@ -244,6 +250,34 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
 # resolved here, once: `CDLL(None)` inside the child between fork and exec is dlopen + dlsym, which
 # would hang the child for good if another thread of the parent held the loader's lock at the fork
 # (red team round 32, by reading)
+# Which sandbox the kernel's OOM killer takes when all of them together reach their budget
+# (hostmem.sandbox_budget_bytes): memory in unmapped memfds or tmpfs counts in no process's
+# badness, so candidates and builds are marked first, the task's reference worker next (red team
+# round 13); the trusted worker and the parent are outside the budget's group. A candidate can
+# write its own score back down (Linux 6.18 allows it unprivileged, measured): an ordering, not
+# a limit.
+OOM_SCORE_ADJ = {"candidate": 1000, "reference": 500}
+
+
+def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_adj: int = 1000) -> None:
+    """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
+    cgroups, so all it spawns is born inside, then its OOM score adjustment and its rlimits
+    (`address_space_bytes` 0: none)."""
+    group.join()
+    try:  # an ordering for accidents, not a limit: where /proc refuses it, the sandbox still runs
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write(str(oom_score_adj))
+    except OSError:
+        pass
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
+    if address_space_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+
+
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 
 
