@@ -71,3 +71,24 @@ def test_the_gpu_tests_passed():
     log = (DATA / "pytest-gpu.log").read_text()
     assert "24 passed" in log and " FAILED " not in log
     assert "**`pytest -m gpu`: 24 passed in 378 s**" in TEXT
+
+
+def test_the_reference_of_vit_moved_both_ways_between_runs():
+    """docs/evaluator.md (`timing_phase.wider`): 28_VisionTransformer's interleaved / alone ratio
+    over the five H100 L3 runs that recorded it."""
+    root = DATA.parent
+    paths = [path for run in sorted(root.glob("refcheck-h100-*")) for path in run.glob("records-L3*.jsonl")]
+    seen = [r["ref_contention"] for path in paths for r in load(path)
+            if r["task_id"].endswith("/28_VisionTransformer") and r.get("ref_contention")]
+    assert len(seen) == 5
+    text = (root.parents[1] / "docs" / "evaluator.md").read_text()
+    assert f"ViT's `ref_contention` {min(seen):.2f}-{max(seen):.2f}" in text and "over five runs" in text
+
+
+def test_the_copies_timed_alone_came_out_low_with_intervals_below_1():
+    """docs/evaluator.md (`timing_phase.wider`): the 7 L3 copies with basis `alone` at 4fe3292."""
+    alone = [r for r in this_run()["L3"] if r.get("basis") == "alone"]
+    assert len(alone) == 7 and all(r["speedup_high"] < 1 for r in alone)
+    low, high = min(r["speedup"] for r in alone), max(r["speedup"] for r in alone)
+    text = (DATA.parents[1] / "evaluator.md").read_text()
+    assert f"the 7 L3 copies with basis\n     `alone` on the H100 on 2026-12-06, {low:.2f}-{high:.2f}" in text
