@@ -164,29 +164,44 @@ def test_set_cores_says_false_only_where_a_cpuset_was_wanted_and_is_missing(monk
     assert not unpinned.dirs and unpinned.set_cores((0,))
 
 
+def _flooded_sandbox(group: ResourceGroup, files: int) -> tuple[subprocess.Popen | None, str]:
+    """A sandbox whose tmpfs holds `files` empty files, once it says so; (None, how) if it died first."""
+    code = (f"import os\nos.makedirs('/tmp/f')\nfor i in range({files}):\n"
+            "    os.close(os.open(f'/tmp/f/{i}', os.O_CREAT | os.O_WRONLY))\n"
+            "print('ready', flush=True)\nimport time\ntime.sleep(600)\n")
+    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+               "--unshare-all", "--die-with-parent", sys.executable, "-c", code]
+    proc = subprocess.Popen(command, preexec_fn=group.join, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    if proc.stdout.readline().strip() == "ready":
+        return proc, ""
+    proc.wait(timeout=10)
+    return None, f"exit {proc.returncode}: {proc.stderr.read()[-1000:]}"
+
+
 @needs_cgroups
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 def test_close_returns_once_the_sandbox_is_gone_not_while_the_kernel_still_tears_it_down():
     """Red team round 30: a killed sandbox's exit can take seconds of kernel time on the lane's
     cores (a million files in its tmpfs: 3.6 s, its processes in the group until done), and the
-    lane went on after 0.5 s, into the next candidate's baseline. 500k files here (~1.5 s)."""
-    group = ResourceGroup(2 << 30)
-    code = ("import os\nos.makedirs('/tmp/f')\nfor i in range(500_000):\n"
-            "    os.close(os.open(f'/tmp/f/{i}', os.O_CREAT | os.O_WRONLY))\n"
-            "print('ready', flush=True)\nimport time\ntime.sleep(600)\n")
-    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-               "--unshare-all", "--die-with-parent", sys.executable, "-c", code]
-    proc = subprocess.Popen(command, preexec_fn=group.join, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    dirs = list(group.dirs.values())
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        os.killpg(proc.pid, signal.SIGKILL)
-        group.kill()
-        proc.wait(timeout=10)
-    finally:
-        group.close()
-    assert not any(d.exists() for d in dirs)  # removed: nothing of the sandbox was left in them
+    lane went on after 0.5 s, into the next candidate's baseline. 400k files here (~1.4 s)."""
+    for attempt in range(2):  # once in a full suite the sandbox died before it was ready
+        group = ResourceGroup(2 << 30)
+        dirs = list(group.dirs.values())
+        proc, how = _flooded_sandbox(group, 400_000)
+        if proc is None:
+            group.close()
+            assert attempt == 0, f"the flooded sandbox died twice before it was ready ({how})"
+            print(f"the flooded sandbox died before it was ready ({how}): once more")
+            continue
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+            group.kill()
+            proc.wait(timeout=10)
+        finally:
+            group.close()
+        assert not any(d.exists() for d in dirs)  # removed: nothing of the sandbox was left in them
+        return
 
 
 @needs_cgroups
