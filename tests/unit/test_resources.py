@@ -166,10 +166,13 @@ def test_set_cores_says_false_only_where_a_cpuset_was_wanted_and_is_missing(monk
 
 def _flooded_sandbox(group: ResourceGroup, files: int) -> tuple[subprocess.Popen | None, str]:
     """A sandbox whose tmpfs holds `files` empty files, once it says so; (None, how) if it died first."""
-    code = (f"import os\nos.makedirs('/tmp/f')\nfor i in range({files}):\n"
-            "    os.close(os.open(f'/tmp/f/{i}', os.O_CREAT | os.O_WRONLY))\n"
+    # a tmpfs over a folder that holds neither this interpreter nor the checkout (a clone in /tmp)
+    spot = next(d for d in ("/mnt", "/srv", "/opt", "/var/tmp", "/tmp") if os.path.isdir(d) and not any(
+        os.path.realpath(p).startswith(d + "/") for p in (sys.executable, sys.prefix, os.getcwd())))
+    code = (f"import os\nos.makedirs('{spot}/f')\nfor i in range({files}):\n"
+            f"    os.close(os.open(f'{spot}/f/{{i}}', os.O_CREAT | os.O_WRONLY))\n"
             "print('ready', flush=True)\nimport time\ntime.sleep(600)\n")
-    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+    command = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", spot,
                "--unshare-all", "--die-with-parent", sys.executable, "-c", code]
     proc = subprocess.Popen(command, preexec_fn=group.join, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

@@ -343,7 +343,7 @@ class ResourceGroup:
         since, killed here). Their exit can take the kernel seconds on the cores they ran on (a
         million files in the sandbox's tmpfs: 3.6 s, all in the group until done), which slowed
         the next candidate's baseline ~2x when this gave up after 0.5 s (red team round 30)."""
-        deadline = time.monotonic() + REMOVE_WAIT_S
+        start = time.monotonic()
         for group in set(self.dirs.values()):
             while True:
                 try:
@@ -351,8 +351,9 @@ class ResourceGroup:
                     break
                 except FileNotFoundError:
                     break
-                except OSError:  # busy while it has processes; an empty one left for `placement`
-                    if time.monotonic() > deadline or not _members(group):
+                except OSError:  # busy while it has processes (and briefly after); else left to `placement`
+                    waited = time.monotonic() - start
+                    if waited > REMOVE_WAIT_S or waited > 0.5 and not _members(group):
                         break
                     kill_group(group)
                     time.sleep(0.01)
