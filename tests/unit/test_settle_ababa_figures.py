@@ -37,3 +37,12 @@ def test_the_teardown_probe_recomputes():
     assert f"for {gone[0][0]:.2f} s" in TEXT
     assert f"ran at {statistics.median(busy):.2f} ({min(busy):.2f}-{max(busy):.2f})" in TEXT
     assert f"{statistics.median(x for _, x in gone):.2f} once they were gone" in TEXT
+
+
+def test_the_gpu_run_of_this_session_recomputes():
+    import re
+
+    log = (ROOT / "docs" / "data" / "gpu-tests-h200-2026-12-06-05935b8" / "pytest-gpu.log").read_text()
+    passed, deselected, seconds = re.search(r"(\d+) passed, (\d+) deselected in ([0-9.]+)s", log).groups()
+    assert f"**{passed} passed, {deselected} deselected in {seconds} s**" in TEXT
+    assert "FAILED" not in log and int(passed) + int(deselected) == 1118
