@@ -46,6 +46,7 @@ FILES_PER_PROCESS = 1024
 FILE_SIZE_LIMIT_BYTES = 1 << 40
 GROUP_PREFIX = "sandbox-"  # warpk.evaluator.freeze sweeps stale ones and reuses a v2 one
 REMOVE_WAIT_S = 120.0  # for a killed sandbox's processes to be gone (`close`)
+EMPTY_REMOVE_WAIT_S = 0.5  # an empty group's rmdir can fail briefly after its last process left
 STALE_AFTER_S = 60.0
 
 def _mounts() -> list[list[str]]:
@@ -353,7 +354,7 @@ class ResourceGroup:
                     break
                 except OSError:  # busy while it has processes (and briefly after); else left to `placement`
                     waited = time.monotonic() - start
-                    if waited > REMOVE_WAIT_S or waited > 0.5 and not _members(group):
+                    if waited > REMOVE_WAIT_S or waited > EMPTY_REMOVE_WAIT_S and not _members(group):
                         break
                     kill_group(group)
                     time.sleep(0.01)
@@ -372,12 +373,8 @@ def kill_group(group: Path) -> None:
     a frozen task dies too), else each pid it lists."""
     if _write(group / "cgroup.kill", "1"):
         return
-    try:
-        pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return
-    for pid in pids:
+    for pid in _members(group):
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
             pass
