@@ -43,6 +43,7 @@ from pathlib import Path
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator.cache import ResultCache, default_cache_dir, result_key
 from warpk.evaluator.errors import HarnessFailure
+from warpk.evaluator.remote import raise_open_files, say_fd_passing
 from warpk.evaluator.resources import say_if_unavailable
 from warpk.evaluator.sandbox import resolve_sandbox
 from warpk.evaluator.static import backend_of, check_tree
@@ -107,6 +108,7 @@ class Evaluator:
         # private (no sandbox mounts it: red team round 24) before the preflight (round 25)
         self.sandbox = resolve_sandbox(protocol.sandbox, self.cache_dir)
         say_if_unavailable()  # the cgroup limits (warpk.evaluator.resources); records say which
+        say_fd_passing(raise_open_files())  # the trusted side's fd passing (warpk.evaluator.remote)
         self.seed = seed
         self.cache = ResultCache(self.cache_dir, protocol.result_cache)
         self.lanes = lanes if lanes is not None else self._default_lanes()

@@ -23,7 +23,7 @@ from warpk.evaluator.checks import Verdict, flatten, same_inputs
 from warpk.evaluator.devices import Device
 from warpk.evaluator.freeze import NoFreeze
 from warpk.evaluator.profile import Stopwatch
-from warpk.evaluator.remote import read_into
+from warpk.evaluator.remote import read_into, take_fd
 from warpk.evaluator.transport import ALIGN, Carrier, layout, memfd_digest, read_back, tensor_bytes
 
 
@@ -64,12 +64,14 @@ def candidate_text(text: str | None) -> str:
 class Link:
     """The untrusted worker behind `sock`, as the trusted worker talks to it."""
 
-    def __init__(self, torch, dev: Device, settings, sock: socket.socket, still=None, pid: int | None = None):
+    def __init__(self, torch, dev: Device, settings, sock: socket.socket, still=None, pid: int | None = None,
+                 pidfd: int | None = None):
         self.torch, self.dev, self.s, self.sock = torch, dev, settings, sock
         # frozen from its answer to our next message (warpk.evaluator.freeze); its host pid for
-        # reading its outputs out of its memory on the CPU (warpk.evaluator.remote)
+        # reading its outputs out of its memory on the CPU, and a pidfd (the caller's to close)
+        # for taking the fd its outputs are in elsewhere (warpk.evaluator.remote)
         self.still = still if still is not None else NoFreeze()
-        self.pid = pid
+        self.pid, self.pidfd = pid, pidfd
         self.carriers = {on: Carrier(torch, dev.device, on) for on in {False, dev.cuda}}
         self.carrier = self.carriers[False]  # the last Stage's (the next outputs come the same way)
         self.phase = "load"
@@ -96,24 +98,19 @@ class Link:
         """The untrusted worker's next reply if it is ok (else its failure as a Verdict)."""
         limit_s = limit_s if limit_s is not None else self.s.run_timeout_s
         try:
-            raw, out_fd = wire.recv_raw(self.sock, timeout_s=limit_s)
+            raw, sent_fd = wire.recv_raw(self.sock, timeout_s=limit_s)
         except wire.PeerTimeout as err:
             raise Verdict("timeout", f"the {self.phase} phase exceeded its limit of {limit_s:.3g} s") from err
         self.arrived = time.perf_counter()  # the answer is here; checking it is our time, not its
-        if out_fd is not None and wire.Ran not in expect:
-            os.close(out_fd)  # only a Ran carries bytes: a kept fd would pile up in this worker
-            out_fd = None
-        try:
-            reply = wire.decode(raw, expect)
-        except wire.ProtocolError:
-            if out_fd is not None:
-                os.close(out_fd)
-            raise
+        if sent_fd is not None:
+            os.close(sent_fd)  # workers name their outbox fd, they never send one (remote.take_fd)
+        reply = wire.decode(raw, expect)
         if reply.status != "ok":
-            if out_fd is not None:
-                os.close(out_fd)
             status = reply.status if reply.status in CANDIDATE_FAILURES else "runtime_error"
             raise Verdict(status, candidate_text(reply.error))
+        # taken now, before our next message, after which the worker closes it
+        number = getattr(reply, "outbox_fd", None)
+        out_fd = take_fd(self.pidfd, number) if number is not None else None
         return reply, out_fd
 
     def limit_for(self, calls: int) -> float:

@@ -107,13 +107,16 @@ class Reply:
 
 @dataclass(frozen=True)
 class Ran:
-    """Answer to Go. Outputs (and inputs if asked) are in the attached memfd."""
+    """Answer to Go. Outputs (and inputs if asked) are in the worker's memory (CPU), or in a memfd
+    or CUDA VMM fd of the worker's, `outbox_fd` its number there, which the trusted side takes a
+    copy of (warpk.evaluator.remote.take_fd): workers never pass fds."""
 
     status: str
     error: str | None = None
     nonce: str = ""  # the Go's, echoed: an answer written before its Go cannot carry it
     outputs: list[list[TensorSpec]] = field(default_factory=list)
     inputs_after: list[list[TensorSpec]] = field(default_factory=list)
+    outbox_fd: int | None = None
 
 
 UNTRUSTED_REPLIES = (Reply, Ran)

@@ -24,7 +24,7 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict
 from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import FreezeError, Freezer
-from warpk.evaluator.remote import wait_worker_pid
+from warpk.evaluator.remote import open_pidfd, wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
 from warpk.evaluator.timing_phase import AloneTimes
 
@@ -108,6 +108,7 @@ class ReferenceWorker:
         self.sock = self.process.sock
         # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
         self.pid = wait_worker_pid(self.process.proc.pid)  # the sandbox is complete from here
+        self.pidfd = open_pidfd(self.pid)  # its output fds are taken through it (remote.take_fd)
         self.freezer = Freezer(self.process.proc.pid)
         self.loaded: wire.Reply | None = None
         self.load(request)
@@ -146,6 +147,9 @@ class ReferenceWorker:
         self.freezer.thaw()
         self.process.close()  # killed and reaped first: its cgroup is empty, removed at once
         self.freezer.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 class ReferenceWorkers:

@@ -8,19 +8,33 @@ answers with where its outputs are in its own memory; the trusted worker, with t
 process frozen, copies them out with process_vm_readv(2). Both sides' delivery is then done by the
 same trusted code, and nothing of it can be skipped.
 
-Non-goals: no GPU memory (device outputs travel as CUDA VMM fds, warpk.evaluator.cudashare).
+Where outputs travel in a memfd or a CUDA VMM fd (GPU lanes), the worker names that fd's number
+and the trusted side takes a copy of it with pidfd_getfd(2) (`take_fd`), through a pidfd opened
+while the worker was still our idle harness: no sandboxed process passes an fd over a socket.
+Linux counts fds in flight over Unix sockets per user and refuses a sender past its own
+RLIMIT_NOFILE (ETOOMANYREFS); every sandbox runs as the evaluator's user, so a candidate that
+parked 1100 fds in a socketpair of its own made every other sandbox's fd-passing send fail: the
+reference worker's answer on a GPU lane (a harness failure: the run stopped) and other lanes'
+candidates' answers (red team round 37, corpus 60). The trusted side's own sends run with its
+hard open-file limit (`raise_open_files`), far above what a candidate can put in flight.
+
+Non-goals: no GPU memory itself (warpk.evaluator.cudashare).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
+import resource
+import sys
 import time
 from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.protocol import ProtocolError
+from warpk.evaluator.resources import FILES_PER_PROCESS
 
 IOV_MAX = 1024
 WORKER_MODULE = b"warpk.evaluator.untrusted"
@@ -35,6 +49,35 @@ _readv = _libc.process_vm_readv
 _readv.restype = ctypes.c_ssize_t
 _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
                    ctypes.c_ulong, ctypes.c_ulong]
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+PIDFD_GETFD = 438  # the same number on x86_64 and aarch64 (Linux 5.6)
+FD_NUMBER_LIMIT = 1 << 20  # no fd number of a worker's (RLIMIT_NOFILE 1024) is near this
+
+
+def take_fd(pidfd: int | None, number: int) -> int:
+    """A copy here of fd `number` of the process behind `pidfd` (pidfd_getfd: the same open file,
+    close-on-exec), or ProtocolError. What it is the caller checks (a sealed memfd, a CUDA handle)."""
+    if pidfd is None:
+        raise ProtocolError("the worker named an fd, but its process is not known here")
+    if not 0 <= number < FD_NUMBER_LIMIT:
+        raise ProtocolError(f"the worker named fd {number}")
+    fd = _syscall(ctypes.c_long(PIDFD_GETFD), ctypes.c_long(pidfd), ctypes.c_long(number), ctypes.c_long(0))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise ProtocolError(f"the worker's fd {number} cannot be taken (pidfd_getfd: {os.strerror(err)})")
+    return fd
+
+
+def open_pidfd(pid: int | None) -> int | None:
+    """A pidfd of the worker `pid` (None if there is none): it names that process for as long as
+    it is open, whatever the number is reused for later."""
+    if pid is None:
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
 
 
 def read_into(pid: int, address: int, nbytes: int, into_address: int) -> None:
@@ -92,3 +135,67 @@ def check_readable(pid: int) -> None:
         why = (f"the trusted worker cannot read the worker's memory (process_vm_readv: {err}); allow it "
                "(kernel.yama.ptrace_scope=0, or root with CAP_SYS_PTRACE)")
         raise HarnessError(why) from err
+
+
+def check_takeable(pidfd: int | None) -> None:
+    """The trusted side can take the worker's fds (HarnessError, with what to do, if not), checked
+    with its stdin before the candidate loads, as `check_readable` is on the CPU."""
+    try:
+        os.close(take_fd(pidfd, 0))
+    except ProtocolError as err:
+        why = (f"the trusted worker cannot take the worker's output fds ({err}); allow it "
+               "(Linux 5.6 or later; kernel.yama.ptrace_scope 0 or 1, or root with CAP_SYS_PTRACE)")
+        raise HarnessError(why) from err
+
+
+# The trusted side still passes fds (inputs to the workers, requests to the trusted worker):
+# without CAP_SYS_RESOURCE (not root) its sends are refused while the user's fds in flight exceed
+# its own RLIMIT_NOFILE. A candidate (FILES_PER_PROCESS) may send while they are at or below its
+# limit, up to 253 fds a message, so it stops a little above: 1265 with 64 threads racing on 2
+# cores (2026-12-06). Four times its limit leaves room for a dozen messages racing.
+SENDER_FILES_MIN = 4 * FILES_PER_PROCESS
+_CAP_SYS_ADMIN, _CAP_SYS_RESOURCE = 21, 24
+
+
+def raise_open_files() -> int:
+    """This process's soft RLIMIT_NOFILE raised to its hard limit (inherited by the trusted
+    worker); the soft limit it has then."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def exempt_from_fd_limits() -> bool:
+    """Whether this process has CAP_SYS_RESOURCE or CAP_SYS_ADMIN (root, usually): the kernel
+    then never refuses its fd passing."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        caps = next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:"))
+        effective = int(caps, 16)
+    except (OSError, StopIteration, ValueError):
+        return False
+    return bool(effective >> _CAP_SYS_RESOURCE & 1 or effective >> _CAP_SYS_ADMIN & 1)
+
+
+def fd_passing_line(files: int) -> str | None:
+    """One line for the user where a candidate could make the trusted side's fd passing fail
+    (a harness failure that stops the run), else None."""
+    if files >= SENDER_FILES_MIN or exempt_from_fd_limits():
+        return None
+    return (f"evaluate: open files are limited to {files} here (ulimit -Hn), under {SENDER_FILES_MIN}: a "
+            "candidate that holds fds in flight over Unix sockets can make the evaluator's own fd "
+            "passing fail and stop the run; raise the hard limit (limits.conf, or SLURM's "
+            "PropagateResourceLimits)")
+
+
+@functools.cache
+def say_fd_passing(files: int) -> None:
+    """Once per process, on stderr: the line `fd_passing_line` gives, if any."""
+    line = fd_passing_line(files)
+    if line is not None:
+        print(line, file=sys.stderr, flush=True)

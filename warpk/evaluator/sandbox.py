@@ -48,11 +48,17 @@ the reference is timed through the same harness in a worker of its own, in this 
   sides alone (corpus 45b, 54, 59); SysV and POSIX message-queue IPC, whose objects the kernel
   frees after the sandbox is gone, fail with EPERM (round 29); a sandbox's exit that takes the
   kernel seconds on the lane's cores (a million files in its tmpfs: 3.6 s) ends before the lane
-  goes on (its cgroup waited empty, up to 120 s: round 30).
+  goes on (its cgroup waited empty, up to 120 s: round 30); io_uring fails with EPERM (a
+  multishot timer wakes a frozen sandbox); no worker passes fds over its socket (the trusted side
+  takes its outbox fd with pidfd_getfd), so fds it parks in flight refuse only its own sends, not
+  the reference worker's or the trusted side's (round 37, corpus 60).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
   can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
-  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); the disk its
+  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing
+  of the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds
+  in flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
+  limit is too low to be sure); the disk its
   build dir takes, in `process` mode its working dir; kernel or driver
   exploits (the seccomp filter blocks only the keyring's and IPC's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what

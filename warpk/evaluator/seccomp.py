@@ -10,7 +10,11 @@ and message queues and POSIX message queues live in the sandbox's IPC namespace,
 memory, and the kernel frees them from a worker thread on the lane's core after the sandbox is
 gone (red team round 29: 2 GiB of SysV memory slowed that core 2x for 1.5 s after the kill, and
 3.3M empty messages held it for 0.5 s without preemption); torch, CUDA and Triton use none of
-them, so shmget, semget, msgget and mq_open fail with EPERM. Every other call is allowed.
+them, so shmget, semget, msgget and mq_open fail with EPERM. io_uring too (io_uring_setup, _enter,
+_register): a multishot timeout re-arms itself in the kernel and wakes a frozen sandbox at every
+expiry, so its work ran on the lane's core for the whole time the reference was timed (red team
+round 37: a busy loop beside it 2x slower); torch, CUDA and Triton do not use it, and Docker's
+default profile denies it too. Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -24,6 +28,8 @@ import struct
 KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
 # Per machine: (shmget, semget, msgget, mq_open).
 IPC_CALLS = {"x86_64": (29, 64, 68, 240), "aarch64": (194, 190, 186, 180)}
+# io_uring_setup, io_uring_enter, io_uring_register: numbered alike on every machine (Linux 5.1)
+URING_CALLS = (425, 426, 427)
 _BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
 _OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
@@ -36,7 +42,7 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     if found is None:
         return None
     arch, keyring = found
-    calls = keyring + IPC_CALLS[machine or os.uname().machine]
+    calls = keyring + IPC_CALLS[machine or os.uname().machine] + URING_CALLS
     deny = 5 + len(calls)  # the index of the EPERM return (the last instruction)
     program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
                (_BPF_JEQ, 0, deny - 2, arch),

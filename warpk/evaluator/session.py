@@ -36,7 +36,7 @@ from warpk.evaluator.link import BIG_IO_BYTES, Link, one_line
 from warpk.evaluator.pool_gate import PoolGate
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.reference import GuardedSide, ReferenceWorkers, out_of_memory, reference_failures
-from warpk.evaluator.remote import check_readable, wait_worker_pid
+from warpk.evaluator.remote import check_readable, check_takeable, open_pidfd, wait_worker_pid
 from warpk.evaluator.steps import Correctness, Steps, work_of
 from warpk.evaluator.transport import layout
 
@@ -275,7 +275,10 @@ class Session(Link):
         if worker.pid is None and self.request.candidate_pid:
             self.references.discard()
             raise HarnessError("the reference worker's sandbox never started the interpreter")
-        self.ref_link = Link(self.torch, self.dev, self.s, worker.sock, worker.freezer, worker.pid)
+        self.ref_link = Link(self.torch, self.dev, self.s, worker.sock, worker.freezer, worker.pid,
+                             worker.pidfd)
+        if self.request.candidate_pid and not self.ref_link.remote:
+            check_takeable(worker.pidfd)
         self.ref_link.phase = "load"
         self.ref_worker = worker
 
@@ -342,8 +345,11 @@ class Session(Link):
                 raise HarnessError("the candidate's sandbox never started the worker's interpreter")
             self.freezer = self.still = Freezer(self.request.candidate_pid)  # link.py: frozen from
             #                                                   each answer to our next message
+            self.pidfd = open_pidfd(self.pid)  # closed by trusted.measure
             if self.remote:
                 check_readable(self.pid)
+            else:
+                check_takeable(self.pidfd)
         lap("candidate interpreter and freezer")
         self.freezer.freeze()  # our idle harness, still while the reference is timed alone
         self.baseline = before.reference_baseline(self)

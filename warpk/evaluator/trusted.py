@@ -49,6 +49,7 @@ from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.freeze import FreezeError
 from warpk.evaluator.link import one_line
 from warpk.evaluator.reference import ReferenceWorkers
+from warpk.evaluator.remote import raise_open_files
 from warpk.evaluator.session import Session
 
 
@@ -99,6 +100,8 @@ def measure(torch, devices: dict, request: wire.MeasureRequest, sock: socket.soc
             session.spare.thaw()  # not closed: its cgroup becomes its own freezer's (freeze.py)
         if session is not None and session.freezer is not None:
             session.freezer.close()
+        if session is not None and session.pidfd is not None:
+            os.close(session.pidfd)
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.empty_cache()
         if session is not None:
@@ -121,6 +124,7 @@ def _warm_up(torch) -> None:
 def serve() -> int:
     """Answer MeasureRequests from the parent on $WARPK_PARENT_FD until it closes the socket."""
     parent = socket.socket(fileno=int(os.environ.pop("WARPK_PARENT_FD")))
+    raise_open_files()  # its fd passing above what a candidate can hold in flight (remote.py)
     import torch
 
     _warm_up(torch)

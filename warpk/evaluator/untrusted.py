@@ -104,6 +104,7 @@ class Harness:
         self.carrier: Carrier | None = None  # the last Stage's: the next outputs go the same way
         self.outbox = None  # where the next outputs go, allocated ahead
         self.sent = None  # the last outputs' buffer, dropped once they are sent
+        self.out_fd = None  # its fd, named in the Ran, open until the next message
         self.peak_reserved = 0  # device bytes torch reserved at the last Go's peak (warm_allocator)
 
     def on_load(self, msg: wire.Load) -> wire.Reply:
@@ -218,7 +219,7 @@ class Harness:
         it = iter(specs)
         out_specs = [[next(it) for _ in call] for call in flat]
         in_specs = [[next(it) for a in call if isinstance(a, torch.Tensor)] for call in returned]
-        return wire.Ran("ok", None, msg.nonce, out_specs, in_specs), fd
+        return wire.Ran("ok", None, msg.nonce, out_specs, in_specs, outbox_fd=fd), fd
 
     def after_send(self, msg: wire.Go) -> None:
         """What waits until the trusted side has our outputs: unmapping, and for huge tasks giving
@@ -229,6 +230,9 @@ class Harness:
             if hasattr(self.sent[0], "close"):
                 self.sent[0].close()
             self.sent = None
+        if self.out_fd is not None:  # the trusted side took its copy before its next message
+            os.close(self.out_fd)
+            self.out_fd = None
         gc.enable()
         if msg.release and self.dev.cuda:
             self.torch.cuda.empty_cache()
@@ -265,10 +269,8 @@ class Harness:
                 # heap, and the reference worker's, serving task after task, is not a fresh
                 # candidate's; what piles up is collected once the answer is sent (after_send)
                 gc.disable()
-                ran, out_fd = self.on_go(msg, fd)
-                wire.send(self.sock, ran, out_fd)
-                if out_fd is not None:
-                    os.close(out_fd)
+                ran, self.out_fd = self.on_go(msg, fd)
+                wire.send(self.sock, ran)  # its outbox fd by number: taken, never sent (remote.py)
                 sent = msg
 
 

@@ -1,0 +1,191 @@
+"""Workers never pass fds (red team round 37, corpus 60): a Ran names its outbox fd and the
+trusted side takes a copy with pidfd_getfd; an fd a worker sends anyway is closed unread; and the
+trusted side's own fd passing runs with an open-file limit above what a candidate can put in
+flight (Linux refuses a sender without CAP_SYS_RESOURCE once its user's fds in flight exceed the
+sender's RLIMIT_NOFILE)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from warpk.evaluator import protocol as wire
+from warpk.evaluator import remote, transport
+from warpk.evaluator.devices import Device
+from warpk.evaluator.link import Link
+from warpk.evaluator.resources import FILES_PER_PROCESS
+
+
+class Settings:
+    run_timeout_s = 10.0
+    run_timeout_factor = 20.0
+
+
+def sealed(values: torch.Tensor) -> tuple[int, list]:
+    fd, specs = transport.Outbox().seal_with(torch, [values])
+    return fd, specs
+
+
+def worker(sock, answer):
+    """A worker thread in this process: Stage -> ok, Go -> answer(msg, inputs) -> (Ran, fd to
+    keep open until the next message, fd to send along or None)."""
+    held = []
+    while True:
+        try:
+            msg, fd = wire.recv(sock, (wire.Stage, wire.Go, wire.Quit), keep_fd=(wire.Go,))
+        except (wire.ProtocolError, OSError):
+            return
+        for old in held:
+            os.close(old)
+        held.clear()
+        if isinstance(msg, wire.Quit):
+            return
+        if isinstance(msg, wire.Stage):
+            wire.send(sock, wire.Reply("ok"))
+            continue
+        inputs = transport.decode_calls(torch, fd, msg.calls, "cpu")
+        ran, keep, attach = answer(msg, inputs)
+        held += [f for f in (keep,) if f is not None]
+        wire.send(sock, ran, attach)
+        if attach is not None:
+            os.close(attach)
+
+
+@pytest.fixture
+def pidfd():
+    fd = os.pidfd_open(os.getpid())
+    yield fd
+    os.close(fd)
+
+
+def link_to(answer, pidfd):
+    ours, theirs = socket.socketpair()
+    threading.Thread(target=worker, args=(theirs, answer), daemon=True).start()
+    link = Link(torch, Device(torch, "cpu"), Settings(), ours, pid=None, pidfd=pidfd)  # the memfd path
+    link.out_bytes, link.out_count = 4 * 8, 1
+    return link
+
+
+def test_outputs_are_taken_by_the_fd_number_the_worker_names_and_an_fd_it_sends_is_not_used(pidfd):
+    def answer(msg, inputs):
+        fd, specs = sealed(inputs[0][0] * 2)
+        decoy, _ = sealed(torch.full((8,), 7.0))  # what a sent fd would say: never read
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=fd), fd, decoy
+
+    link = link_to(answer, pidfd)
+    x = torch.arange(8, dtype=torch.float32)
+    before = set(os.listdir("/proc/self/fd"))
+    _, outs, _, _ = link.go([[x.clone()]], 10.0)
+    assert torch.equal(outs[0][0], x * 2)
+    link.ask(wire.Stage(0, False))  # the worker closes what it kept
+    time.sleep(0.05)
+    assert len(set(os.listdir("/proc/self/fd")) - before) == 0  # nothing taken or sent stays open
+
+
+def test_a_named_fd_that_is_no_sealed_memfd_or_none_at_all_is_a_protocol_error(pidfd):
+    read_end, write_end = os.pipe()
+
+    def answer_pipe(msg, inputs):
+        specs, _ = transport.layout([inputs[0][0]])
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=read_end), None, None
+
+    with pytest.raises(wire.ProtocolError, match="memfd"):
+        link_to(answer_pipe, pidfd).go([[torch.zeros(8)]], 10.0)
+    os.close(read_end), os.close(write_end)
+
+    def answer_missing(msg, inputs):
+        specs, _ = transport.layout([inputs[0][0]])
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=999_999), None, None
+
+    with pytest.raises(wire.ProtocolError, match="fd 999999"):
+        link_to(answer_missing, pidfd).go([[torch.zeros(8)]], 10.0)
+    with pytest.raises(wire.ProtocolError, match="not known"):
+        remote.take_fd(None, 3)
+    with pytest.raises(wire.ProtocolError, match="named fd"):
+        remote.take_fd(pidfd, -1)
+
+
+def test_the_trusted_side_runs_with_its_hard_open_file_limit():
+    code = ("import resource; from warpk.evaluator.remote import raise_open_files; "
+            "print(raise_open_files(), resource.getrlimit(resource.RLIMIT_NOFILE)[1])")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    low = min(256, hard)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))).stdout
+    soft_after, hard_after = map(int, out.split())
+    assert hard_after == hard and soft_after == (hard if hard != resource.RLIM_INFINITY else soft_after)
+    assert soft_after > low or hard == low
+
+
+def test_a_hard_limit_too_low_to_be_sure_is_said_in_one_line(monkeypatch):
+    monkeypatch.setattr(remote, "exempt_from_fd_limits", lambda: False)
+    line = remote.fd_passing_line(1024)
+    assert line is not None and "\n" not in line and "ulimit -Hn" in line
+    assert remote.fd_passing_line(remote.SENDER_FILES_MIN) is None
+    monkeypatch.setattr(remote, "exempt_from_fd_limits", lambda: True)
+    assert remote.fd_passing_line(1024) is None
+
+
+HOARD = r"""
+import os, socket, threading, time
+socks = [socket.socketpair() for _ in range(16)]
+fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(253)]
+def park(pair):
+    while True:
+        try:
+            socket.send_fds(pair[0], [b"x"], fds)
+        except OSError:
+            return
+threads = [threading.Thread(target=park, args=(p,)) for p in socks]
+[t.start() for t in threads]; [t.join() for t in threads]
+print("parked", flush=True)
+time.sleep(30)
+"""
+SEND = r"""
+import os, socket
+a, b = socket.socketpair()
+try:
+    socket.send_fds(a, [b"x"], [os.memfd_create("outbox")]); print("sent")
+except OSError as err:
+    print("refused", err.errno)
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_a_candidate_cannot_put_enough_fds_in_flight_to_refuse_the_trusted_sides_sends():
+    """In real sandboxes (no capabilities, as a non-root trusted side has none): 16 threads of a
+    candidate park fds until the kernel refuses them; then a sender with the candidate's limit is
+    refused and one with the limit the trusted side requires (SENDER_FILES_MIN) is not."""
+    from warpk.evaluator.sandbox import SANDBOX_HOME, bwrap_command, worker_env
+    from warpk.evaluator.seccomp import seccomp_fd
+
+    def sandboxed(code: str, files: int) -> subprocess.Popen:
+        filter_fd = seccomp_fd()
+        try:
+            return subprocess.Popen(
+                bwrap_command(None, None, filter_fd) + [sys.executable, "-c", code],
+                env=worker_env(SANDBOX_HOME, 1, {}), stdout=subprocess.PIPE, text=True,
+                pass_fds=() if filter_fd is None else (filter_fd,), start_new_session=True,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files)))
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
+
+    hoard = sandboxed(HOARD, FILES_PER_PROCESS)
+    try:
+        assert hoard.stdout.readline().strip() == "parked"
+        outcomes = {files: sandboxed(SEND, files).communicate(timeout=60)[0].strip()
+                    for files in (FILES_PER_PROCESS, remote.SENDER_FILES_MIN)}
+    finally:
+        hoard.kill()
+        hoard.wait()
+    assert outcomes == {FILES_PER_PROCESS: "refused 109", remote.SENDER_FILES_MIN: "sent"}
