@@ -107,11 +107,20 @@ class ReferenceWorker:
                                         role="reference")
         self.sock = self.process.sock
         # frozen from each answer to the next message, as the candidate's (warpk.evaluator.link)
-        self.pid = wait_worker_pid(self.process.proc.pid)  # the sandbox is complete from here
-        self.pidfd = open_pidfd(self.pid)  # its output fds are taken through it (remote.take_fd)
-        self.freezer = Freezer(self.process.proc.pid)
-        self.loaded: wire.Reply | None = None
-        self.load(request)
+        self.pidfd = None
+        try:
+            self.pid = wait_worker_pid(self.process.proc.pid)  # the sandbox is complete from here
+            self.pidfd = open_pidfd(self.pid)  # its output fds are taken through it (remote.take_fd)
+            self.freezer = Freezer(self.process.proc.pid)
+            self.loaded: wire.Reply | None = None
+            self.load(request)
+        except BaseException:
+            if self.pidfd is not None:
+                os.close(self.pidfd)
+            self.process.close()
+            if hasattr(self, "freezer"):
+                self.freezer.close()
+            raise
 
     def load(self, request: wire.MeasureRequest) -> None:
         """Send the task's Load (answered by `wait_loaded`): at start, and for each new task. An

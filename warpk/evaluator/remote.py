@@ -30,6 +30,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
@@ -70,14 +71,18 @@ def take_fd(pidfd: int | None, number: int) -> int:
 
 
 def open_pidfd(pid: int | None) -> int | None:
-    """A pidfd of the worker `pid` (None if there is none): it names that process for as long as
-    it is open, whatever the number is reused for later."""
+    """A pidfd of the worker `pid` (None if there is none, or it is gone): it names that process
+    for as long as it is open, whatever the number is reused for later. HarnessError where this
+    machine has no pidfds (Linux before 5.3)."""
     if pid is None:
         return None
     try:
         return os.pidfd_open(pid)
-    except OSError:
+    except ProcessLookupError:
         return None
+    except OSError as err:
+        raise HarnessError(f"pidfd_open of a worker failed ({err}): the evaluator needs Linux 5.6 or "
+                           "later (pidfd_open, pidfd_getfd)") from err
 
 
 def read_into(pid: int, address: int, nbytes: int, into_address: int) -> None:
@@ -123,29 +128,45 @@ def worker_pid(root: int) -> int | None:
     return max(found) if found else None
 
 
+# The worker lets us (a sibling, not its parent) read its memory and take its fds as the first
+# thing it does after its imports (untrusted.allow_the_trusted_reader), 0.15-0.22 s after its
+# command line appears (where its pid is found): until then Yama's ptrace_scope 1 refuses a
+# non-root trusted side. It is still our idle harness meanwhile, so the checks wait for it.
+PTRACER_WAIT_S = 10.0
+
+
+def _until_allowed(attempt: Callable[[], None], what: str, clock=time.monotonic) -> None:
+    deadline = clock() + PTRACER_WAIT_S
+    while True:
+        try:
+            return attempt()
+        except (OSError, ValueError, ProtocolError) as err:
+            if clock() > deadline:
+                raise HarnessError(f"the trusted worker cannot {what} ({err}); allow it "
+                                   "(kernel.yama.ptrace_scope 0 or 1, or root with CAP_SYS_PTRACE; "
+                                   "in a container, CAP_SYS_PTRACE)") from err
+            time.sleep(0.02)
+
+
 def check_readable(pid: int) -> None:
     """The trusted side can read the worker's memory (HarnessError, with what to do, if not):
     checked before the candidate loads, so a machine that refuses it (Yama ptrace_scope, no
     CAP_SYS_PTRACE) stops the run instead of scoring every candidate `crashed`."""
-    try:
+    def attempt() -> None:
         first = Path(f"/proc/{pid}/maps").read_text().split("-", 1)[0]
         probe = ctypes.create_string_buffer(1)
         read_into(pid, int(first, 16), 1, ctypes.addressof(probe))
-    except (OSError, ValueError, ProtocolError) as err:
-        why = (f"the trusted worker cannot read the worker's memory (process_vm_readv: {err}); allow it "
-               "(kernel.yama.ptrace_scope=0, or root with CAP_SYS_PTRACE)")
-        raise HarnessError(why) from err
+
+    _until_allowed(attempt, "read the worker's memory (process_vm_readv)")
 
 
 def check_takeable(pidfd: int | None) -> None:
-    """The trusted side can take the worker's fds (HarnessError, with what to do, if not), checked
-    with its stdin before the candidate loads, as `check_readable` is on the CPU."""
-    try:
-        os.close(take_fd(pidfd, 0))
-    except ProtocolError as err:
-        why = (f"the trusted worker cannot take the worker's output fds ({err}); allow it "
-               "(Linux 5.6 or later; kernel.yama.ptrace_scope 0 or 1, or root with CAP_SYS_PTRACE)")
-        raise HarnessError(why) from err
+    """The trusted side can take the worker's fds (its stdin; HarnessError, with what to do, if
+    not), as `check_readable` on the CPU; Linux 5.6 or later."""
+    if pidfd is None:  # gone already (killed with others at the budget?): its Load fails, not the run
+        return
+    _until_allowed(lambda: os.close(take_fd(pidfd, 0)), "take the worker's output fds (pidfd_getfd, "
+                   "Linux 5.6 or later)")
 
 
 # The trusted side still passes fds (inputs to the workers, requests to the trusted worker):
@@ -159,8 +180,11 @@ _CAP_SYS_ADMIN, _CAP_SYS_RESOURCE = 21, 24
 
 def raise_open_files() -> int:
     """This process's soft RLIMIT_NOFILE raised to its hard limit (inherited by the trusted
-    worker); the soft limit it has then."""
+    worker) unless the kernel never refuses its fd passing (`exempt_from_fd_limits`: a higher
+    soft limit would only let fd numbers pass select()'s 1024); the soft limit it has then."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if exempt_from_fd_limits():
+        return soft
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft != resource.RLIM_INFINITY and soft < target:
         try:
