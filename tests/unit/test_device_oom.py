@@ -120,7 +120,7 @@ def test_trusted_measure_decides_it_by_whether_the_candidate_ran(driver, link, m
 
     class Session:
         def __init__(self, *args):
-            self.phase, self.went, self.freezer = "timing", went, None
+            self.phase, self.went, self.freezer, self.pidfd = "timing", went, None, None
             self.spare = types.SimpleNamespace(thaw=lambda: None)
             self.watch, self.go_watch, self.ref_link = Stopwatch("t"), Stopwatch("g"), None
             self.found = types.SimpleNamespace(fields=lambda: {})
