@@ -6,10 +6,13 @@ sender's RLIMIT_NOFILE)."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import resource
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -217,3 +220,112 @@ def test_a_candidate_cannot_put_enough_fds_in_flight_to_refuse_the_trusted_sides
         hoard.kill()
         hoard.wait()
     assert outcomes == {FILES_PER_PROCESS: "refused 109", remote.SENDER_FILES_MIN: "sent"}
+
+
+def lingering_socket(peers: list) -> int:
+    """A TCP socket whose last close blocks until its peer (kept in `peers`) is closed: SO_LINGER
+    with unsent data the peer never reads."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    ours = socket.socket()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    ours.connect(server.getsockname())
+    peer, _ = server.accept()
+    server.close()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    ours.setblocking(False)
+    try:
+        while True:
+            ours.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+    peers.append(peer)
+    return ours.detach()
+
+
+def test_fds_sent_with_any_byte_of_an_answer_are_closed_apart_and_never_hold_the_trusted_side(pidfd):
+    """Red team round 38: a lingering TCP socket sent with a frame's first or a later byte, whose
+    close (ours the last reference) blocked the trusted worker until the candidate died: 38
+    minutes at the default backstop. Its fds are now closed on a thread of their own."""
+    peers: list = []
+
+    def answer(msg, inputs):
+        fd, specs = sealed(inputs[0][0] * 2)
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=fd), fd, None
+
+    ours, theirs = socket.socketpair()
+
+    def worker():
+        held = None
+        while True:
+            msg, fd = wire.recv(theirs, (wire.Stage, wire.Go, wire.Quit), keep_fd=(wire.Go,))
+            if isinstance(msg, wire.Quit):
+                return
+            if isinstance(msg, wire.Stage):
+                wire.send(theirs, wire.Reply("ok"))
+                continue
+            ran, held, _ = answer(msg, transport.decode_calls(torch, fd, msg.calls, "cpu"))
+            body = json.dumps({"type": "Ran", **wire.plain(ran)}).encode()
+            data = wire._LENGTH.pack(len(body)) + body
+            for at in (0, 1):  # the first byte with two, the second with one
+                fds = [lingering_socket(peers) for _ in range(2 - at)]
+                socket.send_fds(theirs, [data[at:at + 1]], fds)
+                for f in fds:
+                    os.close(f)
+            theirs.sendall(data[2:])
+
+    threading.Thread(target=worker, daemon=True).start()
+    link = Link(torch, Device(torch, "cpu"), Settings(), ours, pid=None, pidfd=pidfd)
+    link.out_bytes, link.out_count = 4 * 8, 1
+    x = torch.arange(8, dtype=torch.float32)
+    try:
+        start = time.monotonic()
+        _, outs, _, _ = link.go([[x.clone()]], 10.0)
+        took_s = time.monotonic() - start
+    finally:
+        for peer in peers:
+            peer.close()
+    assert torch.equal(outs[0][0], x * 2) and took_s < 5.0, took_s
+    wire.send(ours, wire.Quit())
+
+
+def test_a_named_socket_is_refused_and_a_dropped_fd_is_closed_apart(pidfd):
+    """A named fd that is no memfd or device handle is refused at once (its copy closed apart:
+    a lingering socket's last close blocks), and `dispose` returns while such a close blocks."""
+    peers: list = []
+    tcp = lingering_socket(peers)
+
+    def answer(msg, inputs):
+        specs, _ = transport.layout([inputs[0][0]])
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=tcp), None, None
+
+    try:
+        with pytest.raises(wire.ProtocolError, match="neither a memfd nor a device"):
+            link_to(answer, pidfd).go([[torch.zeros(8)]], 10.0)
+        start = time.monotonic()
+        wire.dispose([tcp])  # the last reference: its close blocks until the peer goes
+        assert time.monotonic() - start < 1.0
+        time.sleep(0.2)
+        assert any(t.name == "dispose-fds" for t in threading.enumerate())  # still closing
+    finally:
+        for peer in peers:
+            peer.close()
+
+
+def test_a_sealed_sparse_memfd_of_a_tebibyte_is_mapped_only_as_far_as_the_specs_need(pidfd):
+    """Red team round 38: the whole-file mapping of a 1 TiB sealed memfd failed with ENOMEM, an
+    OSError the trusted side declared its own failure (harness_error: the run stopped)."""
+    def answer(msg, inputs):
+        out = inputs[0][0] * 2
+        fd = os.memfd_create("huge", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.pwrite(fd, out.numpy().tobytes(), 0)
+        os.ftruncate(fd, 1 << 40)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, transport.SEALS)
+        specs, _ = transport.layout([out])
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=fd), fd, None
+
+    x = torch.arange(8, dtype=torch.float32)
+    _, outs, _, _ = link_to(answer, pidfd).go([[x.clone()]], 10.0)
+    assert torch.equal(outs[0][0], x * 2)

@@ -102,8 +102,8 @@ class Link:
         except wire.PeerTimeout as err:
             raise Verdict("timeout", f"the {self.phase} phase exceeded its limit of {limit_s:.3g} s") from err
         self.arrived = time.perf_counter()  # the answer is here; checking it is our time, not its
-        if sent_fd is not None:
-            os.close(sent_fd)  # workers name their outbox fd, they never send one (remote.take_fd)
+        wire.dispose([sent_fd] if sent_fd is not None else [])  # workers name their outbox fd
+        #                                                         (remote.take_fd), never send one
         reply = wire.decode(raw, expect)
         if reply.status != "ok":
             status = reply.status if reply.status in CANDIDATE_FAILURES else "runtime_error"
@@ -264,7 +264,7 @@ class Link:
                 tensors = iter(self.carrier.unpack(fd, specs, allowed))
         except (MemoryError, self.torch.cuda.OutOfMemoryError):
             raise  # this side is short of memory: decided as any out of memory (trusted.measure)
-        except (RuntimeError, ValueError, OverflowError) as err:  # torch refusing what specs say
+        except (RuntimeError, ValueError, OverflowError, OSError) as err:  # torch or the kernel refusing
             why = f"tensors that cannot be built from their specs ({one_line(err)})"
             raise wire.ProtocolError(why) from err
         outs = [[next(tensors) for _ in call] for call in ran.outputs]

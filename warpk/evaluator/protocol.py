@@ -12,9 +12,12 @@ Non-goals: no torch, no I/O policy (timeouts belong to the caller: `recv(timeout
 
 from __future__ import annotations
 
+import array
 import json
+import os
 import socket
 import struct
+import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -25,6 +28,11 @@ __all__ = ["PeerClosed", "PeerTimeout", "ProtocolError"]  # raised here, defined
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LENGTH = struct.Struct("!I")
+# Every read takes whatever fds came with its bytes (one message's at most: SCM_MAX_FD), so the
+# kernel never drops any in a receiving thread: the last close of a peer's TCP socket with
+# SO_LINGER blocks until that peer is gone, and a candidate that attached one to a frame's byte
+# held the trusted worker until its backstop, 38 minutes at the defaults (red team round 38).
+_FDS_MAX = 253
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -281,14 +289,37 @@ def send(sock: socket.socket, message, fd: int | None = None) -> None:
         raise PeerClosed("the peer closed the connection") from err
 
 
+def _recv_some(sock: socket.socket, n: int) -> tuple[bytes, list[int]]:
+    """Up to n bytes and the fds that came with them (close-on-exec)."""
+    data, ancillary, _flags, _addr = sock.recvmsg(n, socket.CMSG_SPACE(_FDS_MAX * 4), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += array.array("i", payload[: len(payload) - len(payload) % 4]).tolist()
+    return data, fds
+
+
+def dispose(fds: list[int]) -> None:
+    """Close fds a peer sent where none belongs, on a thread of their own: closing the last
+    reference to some files blocks (a lingering TCP socket until its peer is gone)."""
+    if fds:
+        threading.Thread(target=_close_all, args=(list(fds),), name="dispose-fds", daemon=True).start()
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        _close(fd)
+
+
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
     chunks, got = [], 0
     while got < n:
         _set_timeout(sock, deadline)
         try:
-            chunk = sock.recv(min(n - got, 1 << 20))
+            chunk, fds = _recv_some(sock, min(n - got, 1 << 20))
         except TimeoutError as err:
             raise PeerTimeout("no answer in time") from err
+        dispose(fds)  # only a frame's first byte may carry one
         if not chunk:
             raise PeerClosed("the peer closed the connection")
         chunks.append(chunk)
@@ -307,14 +338,16 @@ def _set_timeout(sock: socket.socket, deadline: float | None) -> None:
 
 
 def recv_raw(sock: socket.socket, timeout_s: float | None = None) -> tuple[dict, int | None]:
-    """(the frame's JSON object, the attached fd or None). Extra fds are closed by the kernel."""
+    """(the frame's JSON object, the fd attached to its first byte or None). Any other fd that
+    came is closed apart (`dispose`)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     _set_timeout(sock, deadline)
     try:
-        head, fds, _flags, _addr = socket.recv_fds(sock, _LENGTH.size, 1)
+        head, fds = _recv_some(sock, _LENGTH.size)
     except TimeoutError as err:
         raise PeerTimeout("no answer in time") from err
     fd = fds[0] if fds else None
+    dispose(fds[1:])
     if not head:
         raise PeerClosed("the peer closed the connection")
     try:
@@ -328,8 +361,7 @@ def recv_raw(sock: socket.socket, timeout_s: float | None = None) -> tuple[dict,
         except (ValueError, RecursionError, MemoryError, OverflowError) as err:  # bombs too
             raise ProtocolError(f"a frame that is not JSON ({err})") from err
     except BaseException:
-        if fd is not None:
-            _close(fd)
+        dispose([fd] if fd is not None else [])
         raise
     return raw, fd
 
@@ -344,18 +376,15 @@ def recv(sock: socket.socket, expected: tuple[type, ...], timeout_s: float | Non
     try:
         message = decode(raw, expected)
     except ProtocolError:
-        if fd is not None:
-            _close(fd)
+        dispose([fd] if fd is not None else [])
         raise
     if fd is not None and not isinstance(message, keep_fd):
-        _close(fd)
+        dispose([fd])
         fd = None
     return message, fd
 
 
 def _close(fd: int) -> None:
-    import os
-
     try:
         os.close(fd)
     except OSError:

@@ -28,13 +28,14 @@ import ctypes.util
 import functools
 import os
 import resource
+import stat
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
-from warpk.evaluator.protocol import ProtocolError
+from warpk.evaluator.protocol import ProtocolError, dispose
 from warpk.evaluator.resources import FILES_PER_PROCESS
 
 IOV_MAX = 1024
@@ -67,6 +68,10 @@ def take_fd(pidfd: int | None, number: int) -> int:
     if fd < 0:
         err = ctypes.get_errno()
         raise ProtocolError(f"the worker's fd {number} cannot be taken (pidfd_getfd: {os.strerror(err)})")
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):  # a memfd, or a CUDA export (the driver's)
+        dispose([fd])  # a lingering socket's close blocks while its peer lives (round 38)
+        raise ProtocolError(f"the worker's fd {number} is neither a memfd nor a device handle")
     return fd
 
 

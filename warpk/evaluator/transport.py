@@ -126,7 +126,12 @@ def open_sealed(fd: int | None, needed: int):
     if info.st_size < needed:
         raise ProtocolError(f"the memfd holds {info.st_size} bytes, the specs need {needed}")
     # Private + writable is copy-on-write: torch gets a writable buffer, the file stays as sealed.
-    return mmap.mmap(fd, info.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    # Only the bytes the specs need: a sealed sparse 1 TiB memfd, or a hugetlb one with no huge
+    # pages, made a whole-file mapping fail with ENOMEM, a harness error (red team round 38).
+    try:
+        return mmap.mmap(fd, needed, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as err:
+        raise ProtocolError(f"the memfd cannot be mapped ({err})") from err
 
 
 def tensor_bytes(torch, spec: TensorSpec) -> int:
