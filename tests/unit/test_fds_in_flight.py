@@ -329,3 +329,23 @@ def test_a_sealed_sparse_memfd_of_a_tebibyte_is_mapped_only_as_far_as_the_specs_
     x = torch.arange(8, dtype=torch.float32)
     _, outs, _, _ = link_to(answer, pidfd).go([[x.clone()]], 10.0)
     assert torch.equal(outs[0][0], x * 2)
+
+
+def test_the_gpu_run_of_this_change_recomputes():
+    """docs/benchmarks.md's figures for `pytest -m gpu` at 01d0ed9 (H100): two logs, 26 of 26."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    data = root / "docs" / "data" / "gpu-tests-h100-2026-12-06-01d0ed9"
+    first, last = (data / "pytest-gpu.log").read_text(), (data / "pytest-gpu-last.log").read_text()
+    collected, selected = map(int, re.search(r"collected (\d+) items / \d+ deselected / (\d+) selected",
+                                             first).groups())
+    passed = set(re.findall(r"^(tests/\S+) PASSED", first, re.MULTILINE))
+    passed |= set(re.findall(r"^PASSED (tests/\S+)", last, re.MULTILINE))
+    seconds = re.search(r"1 passed in ([0-9.]+)s", last).group(1)
+    text = (root / "docs" / "benchmarks.md").read_text()
+    assert "FAILED" not in first + last and len(passed) == selected == 26 and collected == 1133
+    assert "60_fds_in_flight_stop_the_run" in first and "62_sparse_outbox" in first
+    assert f"passed on its own in {seconds} s" in text
+    assert f"collected {collected:,} tests, {selected}" in text
