@@ -28,3 +28,18 @@ def test_each_row_recomputes_from_its_records(name):
     row = (f"| `{name}` | {ok}/{n} | {statistics.median(speedups):.3f} | {inside}/{n} | "
            f"{contention:.3f} | {timed_alone} | {len(alone)} | {min(alone):.3f}-{max(alone):.3f} |")
     assert row in DOC, row
+
+
+def test_the_cpu_margins_false_fast_count_in_evaluator_md_recomputes():
+    """docs/evaluator.md: the bundled copies' lower ends above the `faster` margin on the CPU."""
+    from warpk.records import SPEED_BIAS_MARGIN
+
+    folders = ["refcheck-cpu-2026-12-05", "refcheck-cpu-2026-12-06", "settle-ababa-cpu-2026-12-06"]
+    runs = sorted(f for folder in folders for f in (REPO / "docs" / "data" / folder).glob("records-*.jsonl"))
+    lows = [json.loads(line)["speedup_low"] for f in runs for line in f.read_text().splitlines()]
+    over = sorted(low for low in lows if low > 1 + SPEED_BIAS_MARGIN)
+    text = " ".join((REPO / "docs" / "evaluator.md").read_text().split())
+    assert len(runs) == 19 and len(lows) == 456 and len(over) == 2
+    assert f"{len(runs)} runs of the 24 bundled copies" in text
+    assert f"{len(lows)} copies), {len(over)} lower ends passed 1.10" in text
+    assert f"({over[0]:.3f} and {over[1]:.3f}, both in one run): {len(over) / len(lows):.1%}" in text
