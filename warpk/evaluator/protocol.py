@@ -16,6 +16,7 @@ import array
 import json
 import os
 import socket
+import stat
 import struct
 import threading
 import time
@@ -300,15 +301,33 @@ def _recv_some(sock: socket.socket, n: int) -> tuple[bytes, list[int]]:
 
 
 def dispose(fds: list[int]) -> None:
-    """Close fds a peer sent where none belongs, on a thread of their own: closing the last
-    reference to some files blocks (a lingering TCP socket until its peer is gone)."""
+    """Close fds a peer sent where none belongs, without waiting: a socket's lingering is switched
+    off first (a TCP socket with SO_LINGER and unsent data blocks its last close until the peer
+    goes, for ever when the peer is another fd sent along), the rest on a thread of their own
+    (a device's close is its driver's business)."""
     if fds:
         threading.Thread(target=_close_all, args=(list(fds),), name="dispose-fds", daemon=True).start()
 
 
+_NO_LINGER = struct.pack("ii", 1, 0)  # close at once, resetting the connection
+
+
 def _close_all(fds: list[int]) -> None:
     for fd in fds:
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                _no_linger(fd)
+        except OSError:
+            pass
         _close(fd)
+
+
+def _no_linger(fd: int) -> None:
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
+    finally:
+        sock.close()
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
