@@ -52,7 +52,8 @@ the reference is timed through the same harness in a worker of its own, in this 
   multishot timer wakes a frozen sandbox); no worker passes fds over its socket (the trusted side
   takes its outbox fd with pidfd_getfd), so fds it parks in flight refuse only its own sends, not
   the reference worker's or the trusted side's (round 37, corpus 60); fds it sends anyway are
-  closed on a thread of their own (a lingering socket's close blocks: round 38, corpus 61).
+  closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
+  no close of what it made waits (rounds 38-39, corpus 61, 63).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
   can lower its oom_score_adj: the reference worker may go, a harness failure), its process count

@@ -14,7 +14,12 @@ them, so shmget, semget, msgget and mq_open fail with EPERM. io_uring too (io_ur
 _register): a multishot timeout re-arms itself in the kernel and wakes a frozen sandbox at every
 expiry, so its work ran on the lane's core for the whole time the reference was timed (red team
 round 37: a busy loop beside it 2x slower); torch, CUDA and Triton do not use it, and Docker's
-default profile denies it too. Every other call is allowed.
+default profile denies it too. And setsockopt(SOL_SOCKET, SO_LINGER): a TCP socket that lingers
+with unsent data blocks its last close until its peer goes, for ever where the peer is queued
+beside it; sent to the trusted side, inside another socket, or after a worker's last frame, it
+held a trusted thread for ever, the lane until its backstop, or the parent's compile pool, and
+so the whole run, for ever (red team rounds 38-39). Without it a close never waits. Every other
+call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -30,6 +35,9 @@ KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7
 IPC_CALLS = {"x86_64": (29, 64, 68, 240), "aarch64": (194, 190, 186, 180)}
 # io_uring_setup, io_uring_enter, io_uring_register: numbered alike on every machine (Linux 5.1)
 URING_CALLS = (425, 426, 427)
+# setsockopt per machine, refused for SOL_SOCKET/SO_LINGER only (1 and 13 on both machines)
+SETSOCKOPT = {"x86_64": 54, "aarch64": 208}
+_SOL_SOCKET, _SO_LINGER = 1, 13
 _BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
 _OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
@@ -38,19 +46,31 @@ _OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is th
 def seccomp_program(machine: str | None = None) -> bytes | None:
     """The classic-BPF filter `bwrap --seccomp` loads, or None on a machine not in KEYRING_CALLS
     (said in the threat model: the keyring and IPC stay open there)."""
-    found = KEYRING_CALLS.get(machine or os.uname().machine)
+    machine = machine or os.uname().machine
+    found = KEYRING_CALLS.get(machine)
     if found is None:
         return None
     arch, keyring = found
-    calls = keyring + IPC_CALLS[machine or os.uname().machine] + URING_CALLS
-    deny = 5 + len(calls)  # the index of the EPERM return (the last instruction)
+    calls = keyring + IPC_CALLS[machine] + URING_CALLS
+    # (op, jump if true, jump if false, k), jumps as labels resolved below
     program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
-               (_BPF_JEQ, 0, deny - 2, arch),
+               (_BPF_JEQ, 0, "deny", arch),
                (_BPF_LD_ABS, 0, 0, 0),  # seccomp_data.nr
-               (_BPF_JGE, deny - 4, 0, _OTHER_ABI)]
-    program += [(_BPF_JEQ, deny - (5 + i), 0, nr) for i, nr in enumerate(calls)]
+               (_BPF_JGE, "deny", 0, _OTHER_ABI)]
+    program += [(_BPF_JEQ, "deny", 0, nr) for nr in calls]
+    program += [(_BPF_JEQ, 0, "allow", SETSOCKOPT[machine]),
+                (_BPF_LD_ABS, 0, 0, 24),  # args[1], the level (an int: the low half)
+                (_BPF_JEQ, 0, "allow", _SOL_SOCKET),
+                (_BPF_LD_ABS, 0, 0, 32),  # args[2], the option
+                (_BPF_JEQ, "deny", "allow", _SO_LINGER)]
+    labels = {"allow": len(program), "deny": len(program) + 1}
     program += [(_BPF_RET, 0, 0, _RET_ALLOW), (_BPF_RET, 0, 0, _RET_EPERM)]
-    return b"".join(struct.pack("<HBBI", *ins) for ins in program)
+
+    def offset(at: int, to) -> int:
+        return labels[to] - at - 1 if isinstance(to, str) else to
+
+    return b"".join(struct.pack("<HBBI", op, offset(i, jt), offset(i, jf), k)
+                    for i, (op, jt, jf, k) in enumerate(program))
 
 
 def seccomp_fd() -> int | None:
