@@ -353,3 +353,24 @@ def test_the_gpu_run_of_this_change_recomputes():
     assert "60_fds_in_flight_stop_the_run" in first and "62_sparse_outbox" in first
     assert f"passed on its own in {seconds} s" in text
     assert f"collected {collected:,} tests, {selected}" in text
+
+
+def test_a_workers_socket_is_closed_apart_whatever_it_left_queued():
+    """Red team round 40: what a worker leaves queued after its last frame (fds whose release is
+    slow: a tmpfs kept alive, a lingering socket) is freed by our last close of its socket, which
+    the trusted worker and the sandbox's kill now hand to a thread of their own."""
+    from warpk.evaluator.fds import close_apart
+
+    peers: list = []
+    tcp = lingering_socket(peers)
+    ours, theirs = socket.socketpair()
+    socket.send_fds(theirs, [b"x"], [tcp])  # a byte nobody reads, after the last frame
+    os.close(tcp)
+    theirs.close()
+    try:
+        start = time.monotonic()
+        close_apart(ours)  # purging the queue would wait for the peer
+        assert time.monotonic() - start < 1.0 and ours.fileno() == -1
+    finally:
+        for peer in peers:
+            peer.close()

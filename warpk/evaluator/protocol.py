@@ -12,28 +12,20 @@ Non-goals: no torch, no I/O policy (timeouts belong to the caller: `recv(timeout
 
 from __future__ import annotations
 
-import array
 import json
-import os
 import socket
-import stat
 import struct
-import threading
 import time
 import typing
 from dataclasses import dataclass, field
 
 from warpk.evaluator.codec import PeerClosed, PeerTimeout, ProtocolError, build, plain
+from warpk.evaluator.fds import dispose, recv_some
 
-__all__ = ["PeerClosed", "PeerTimeout", "ProtocolError"]  # raised here, defined with the codec
+__all__ = ["PeerClosed", "PeerTimeout", "ProtocolError", "dispose"]  # defined with the codec, fds
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _LENGTH = struct.Struct("!I")
-# Every read takes whatever fds came with its bytes (one message's at most: SCM_MAX_FD), so the
-# kernel never drops any in a receiving thread: the last close of a peer's TCP socket with
-# SO_LINGER blocks until that peer is gone, and a candidate that attached one to a frame's byte
-# held the trusted worker until its backstop, 38 minutes at the defaults (red team round 38).
-_FDS_MAX = 253
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -290,52 +282,12 @@ def send(sock: socket.socket, message, fd: int | None = None) -> None:
         raise PeerClosed("the peer closed the connection") from err
 
 
-def _recv_some(sock: socket.socket, n: int) -> tuple[bytes, list[int]]:
-    """Up to n bytes and the fds that came with them (close-on-exec)."""
-    data, ancillary, _flags, _addr = sock.recvmsg(n, socket.CMSG_SPACE(_FDS_MAX * 4), socket.MSG_CMSG_CLOEXEC)
-    fds: list[int] = []
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds += array.array("i", payload[: len(payload) - len(payload) % 4]).tolist()
-    return data, fds
-
-
-def dispose(fds: list[int]) -> None:
-    """Close fds a peer sent where none belongs, without waiting: a socket's lingering is switched
-    off first (a TCP socket with SO_LINGER and unsent data blocks its last close until the peer
-    goes, for ever when the peer is another fd sent along), the rest on a thread of their own
-    (a device's close is its driver's business)."""
-    if fds:
-        threading.Thread(target=_close_all, args=(list(fds),), name="dispose-fds", daemon=True).start()
-
-
-_NO_LINGER = struct.pack("ii", 1, 0)  # close at once, resetting the connection
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                _no_linger(fd)
-        except OSError:
-            pass
-        _close(fd)
-
-
-def _no_linger(fd: int) -> None:
-    sock = socket.socket(fileno=os.dup(fd))
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
-    finally:
-        sock.close()
-
-
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
     chunks, got = [], 0
     while got < n:
         _set_timeout(sock, deadline)
         try:
-            chunk, fds = _recv_some(sock, min(n - got, 1 << 20))
+            chunk, fds = recv_some(sock, min(n - got, 1 << 20))
         except TimeoutError as err:
             raise PeerTimeout("no answer in time") from err
         dispose(fds)  # only a frame's first byte may carry one
@@ -362,7 +314,7 @@ def recv_raw(sock: socket.socket, timeout_s: float | None = None) -> tuple[dict,
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     _set_timeout(sock, deadline)
     try:
-        head, fds = _recv_some(sock, _LENGTH.size)
+        head, fds = recv_some(sock, _LENGTH.size)
     except TimeoutError as err:
         raise PeerTimeout("no answer in time") from err
     fd = fds[0] if fds else None
@@ -401,10 +353,3 @@ def recv(sock: socket.socket, expected: tuple[type, ...], timeout_s: float | Non
         dispose([fd])
         fd = None
     return message, fd
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass

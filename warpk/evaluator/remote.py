@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from warpk.evaluator.errors import HarnessError
-from warpk.evaluator.protocol import ProtocolError, dispose
+from warpk.evaluator.fds import dispose
+from warpk.evaluator.protocol import ProtocolError
 from warpk.evaluator.resources import FILES_PER_PROCESS
 
 IOV_MAX = 1024

@@ -60,7 +60,8 @@ the reference is timed through the same harness in a worker of its own, in this 
   (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing
   of the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds
   in flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
-  limit is too low to be sure); the disk its
+  limit is too low to be sure); what it leaves queued in its socket (a tmpfs kept alive) freed on
+  the host's cores after it died (round 40); the disk its
   build dir takes, in `process` mode its working dir; kernel or driver
   exploits (the seccomp filter blocks only the keyring's and IPC's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
@@ -106,6 +107,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.mounts import host_folders, mount
@@ -379,7 +381,7 @@ class UntrustedProcess:
             self.proc.wait(timeout=KILL_WAIT_S)
         except subprocess.TimeoutExpired:  # stuck in the kernel: reaped by a later poll, or never
             pass
-        self.sock.close()
+        close_apart(self.sock)  # what it left queued in the socket is freed apart (fds.py)
 
     def close(self) -> None:
         """Kill it, stop reading its output and remove the host folder made for it (if any)."""

@@ -117,21 +117,16 @@ def open_sealed(fd: int | None, needed: int):
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise ProtocolError("the attached fd is not a regular file")
-    try:
-        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
-    except OSError as err:
-        raise ProtocolError(f"the attached fd is not a sealable memfd ({err})") from err
-    if seals & SEALS != SEALS:
-        raise ProtocolError("the attached memfd is not sealed against writes and resizing")
-    if info.st_size < needed:
-        raise ProtocolError(f"the memfd holds {info.st_size} bytes, the specs need {needed}")
-    # Private + writable is copy-on-write: torch gets a writable buffer, the file stays as sealed.
-    # Only the bytes the specs need: a sealed sparse 1 TiB memfd, or a hugetlb one with no huge
-    # pages, made a whole-file mapping fail with ENOMEM, a harness error (red team round 38).
-    try:
+    try:  # what the kernel refuses is the sender's: a sealed sparse 1 TiB memfd mapped whole failed
+        #   with ENOMEM, a harness error (red team round 38), so only the bytes the specs need
+        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
+            raise ProtocolError("the attached memfd is not sealed against writes and resizing")
+        if info.st_size < needed:
+            raise ProtocolError(f"the memfd holds {info.st_size} bytes, the specs need {needed}")
+        # Private + writable is copy-on-write: torch gets a writable buffer, the file stays as sealed.
         return mmap.mmap(fd, needed, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError as err:
-        raise ProtocolError(f"the memfd cannot be mapped ({err})") from err
+        raise ProtocolError(f"the attached fd is not a sealable memfd or cannot be mapped ({err})") from err
 
 
 def tensor_bytes(torch, spec: TensorSpec) -> int:

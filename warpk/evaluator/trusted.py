@@ -46,6 +46,7 @@ from warpk.evaluator.checks import Verdict
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies
 from warpk.evaluator.errors import HarnessError
+from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import FreezeError
 from warpk.evaluator.link import one_line
 from warpk.evaluator.reference import ReferenceWorkers
@@ -151,7 +152,7 @@ def _serve(torch, parent, devices, energies, references) -> int:
         try:
             result = measure(torch, devices, request, sock, energies, references)
         finally:
-            sock.close()
+            close_apart(sock)  # what the worker left queued in it is freed apart (fds.py)
         wire.send(parent, result)
 
 
