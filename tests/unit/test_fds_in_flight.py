@@ -374,3 +374,31 @@ def test_a_workers_socket_is_closed_apart_whatever_it_left_queued():
     finally:
         for peer in peers:
             peer.close()
+
+
+def test_what_a_worker_sent_is_freed_before_the_next_timed_batch(pidfd, monkeypatch):
+    """Red team round 41: a large memfd sent with an answer was freed on the closing thread beside
+    the next batch; each timed Go now waits for those closes first (`fds.settle`)."""
+    from warpk.evaluator import fds
+
+    order = []
+    real_close_all = fds._close_all
+
+    def slow_close_all(numbers):
+        time.sleep(0.3)
+        order.append("freed")
+        real_close_all(numbers)
+
+    monkeypatch.setattr(fds, "_close_all", slow_close_all)
+
+    def answer(msg, inputs):
+        order.append("answered")
+        fd, specs = sealed(inputs[0][0] * 2)
+        gift = os.memfd_create("warpk-gift")
+        return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=fd), fd, gift
+
+    link = link_to(answer, pidfd)
+    link.go([[torch.zeros(8)]], 10.0)
+    link.go([[torch.zeros(8)]], 10.0)
+    assert order[:3] == ["answered", "freed", "answered"]
+    assert fds.settle()

@@ -15,6 +15,7 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator import transport
 from warpk.evaluator.checks import Verdict
 from warpk.evaluator.devices import Device
+from warpk.evaluator.fds import settle
 from warpk.evaluator.link import Link
 from warpk.evaluator.protocol import TensorSpec
 from warpk.evaluator.remote import read_into
@@ -131,6 +132,7 @@ def test_an_fd_sent_with_an_answer_is_closed_when_the_worker_cannot_be_frozen():
     with pytest.raises(FreezeError):
         link.go([[torch.zeros(8)]], 10.0)
     thread.join(5)
+    assert settle()  # a sent fd is closed on a thread of its own (fds.dispose)
     held = [os.readlink(f"/proc/self/fd/{n}") for n in os.listdir("/proc/self/fd")
             if os.path.exists(f"/proc/self/fd/{n}")]
     assert not [link for link in held if "warpk-link-gift" in link]

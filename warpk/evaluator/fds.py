@@ -22,8 +22,14 @@ import socket
 import stat
 import struct
 import threading
+import time
 
 _FDS_MAX = 253  # SCM_MAX_FD: the fds one message may carry
+# No close here blocks for long (a sandbox cannot make a socket linger: warpk.evaluator.seccomp),
+# so a wait this long means something else: the lane goes on and the time shows in its record.
+SETTLE_TIMEOUT_S = 10.0
+_LOCK = threading.Lock()
+_CLOSING: set[threading.Thread] = set()  # dispose's threads still closing
 
 
 def recv_some(sock: socket.socket, n: int) -> tuple[bytes, list[int]]:
@@ -40,22 +46,45 @@ def dispose(fds: list[int]) -> None:
     """Close fds a peer sent where none belongs, without waiting: a socket's lingering is switched
     off first (a TCP socket with SO_LINGER and unsent data blocks its last close until the peer
     goes, for ever when the peer is another fd sent along), the rest on a thread of their own
-    (a device's close is its driver's business)."""
+    (a device's close is its driver's business). `settle` waits for them."""
     if fds:
-        threading.Thread(target=_close_all, args=(list(fds),), name="dispose-fds", daemon=True).start()
+        thread = threading.Thread(target=_close_all, args=(list(fds),), name="dispose-fds", daemon=True)
+        with _LOCK:
+            _CLOSING.add(thread)
+        thread.start()
+
+
+def settle(timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
+    """Wait for the closes `dispose` started (True), or `timeout_s` (False): freeing what a
+    candidate sent (a large memfd, a tmpfs kept alive) runs before the next timed batch and
+    before the lane moves on, not beside them (red team round 41)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with _LOCK:
+            pending = next(iter(_CLOSING), None)
+        if pending is None:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        pending.join(left)
 
 
 _NO_LINGER = struct.pack("ii", 1, 0)  # close at once, resetting the connection
 
 
 def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                _no_linger(fd)
-        except OSError:
-            pass
-        _close(fd)
+    try:
+        for fd in fds:
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    _no_linger(fd)
+            except OSError:
+                pass
+            _close(fd)
+    finally:
+        with _LOCK:
+            _CLOSING.discard(threading.current_thread())
 
 
 def _no_linger(fd: int) -> None:

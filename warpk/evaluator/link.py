@@ -21,6 +21,7 @@ import time
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import Verdict, flatten, same_inputs
 from warpk.evaluator.devices import Device
+from warpk.evaluator.fds import settle
 from warpk.evaluator.freeze import NoFreeze
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.remote import read_into, take_fd
@@ -200,6 +201,7 @@ class Link:
                    **flags) -> tuple[wire.Ran, list[list], list[list], float]:
         """`go` with the inputs already encoded (the fd stays the caller's)."""
         nonce = secrets.token_hex(8)
+        settle()  # what a worker sent is freed before the clock runs, not during it (fds.py)
         self.still.thaw()
         self.check_quiet()
         self.went = True

@@ -46,7 +46,7 @@ from warpk.evaluator.checks import Verdict
 from warpk.evaluator.devices import Device
 from warpk.evaluator.energy import ReferenceEnergies
 from warpk.evaluator.errors import HarnessError
-from warpk.evaluator.fds import close_apart
+from warpk.evaluator.fds import close_apart, settle
 from warpk.evaluator.freeze import FreezeError
 from warpk.evaluator.link import one_line
 from warpk.evaluator.reference import ReferenceWorkers
@@ -152,7 +152,8 @@ def _serve(torch, parent, devices, energies, references) -> int:
         try:
             result = measure(torch, devices, request, sock, energies, references)
         finally:
-            close_apart(sock)  # what the worker left queued in it is freed apart (fds.py)
+            close_apart(sock)  # what the worker left queued in it is freed apart (fds.py), and
+            settle()  # before the lane goes on to the next candidate
         wire.send(parent, result)
 
 
