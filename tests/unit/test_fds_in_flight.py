@@ -377,8 +377,8 @@ def test_a_workers_socket_is_closed_apart_whatever_it_left_queued():
 
 
 def test_what_a_worker_sent_is_freed_before_the_next_timed_batch(pidfd, monkeypatch):
-    """Red team round 41: a large memfd sent with an answer was freed on the closing thread beside
-    the next batch; each timed Go now waits for those closes first (`fds.settle`)."""
+    """Red team rounds 41-42: a large memfd sent with an answer was freed on the closing thread
+    beside the next batch; the sender's own clock now waits for those closes (`fds.settle`)."""
     from warpk.evaluator import fds
 
     order = []
@@ -398,7 +398,8 @@ def test_what_a_worker_sent_is_freed_before_the_next_timed_batch(pidfd, monkeypa
         return wire.Ran("ok", None, msg.nonce, [specs], [], outbox_fd=fd), fd, gift
 
     link = link_to(answer, pidfd)
-    link.go([[torch.zeros(8)]], 10.0)
+    _, _, _, wall_ms = link.go([[torch.zeros(8)]], 10.0)
     link.go([[torch.zeros(8)]], 10.0)
     assert order[:3] == ["answered", "freed", "answered"]
+    assert wall_ms >= 300  # and on the sender's clock (round 42), not before the other side's
     assert fds.settle()

@@ -49,9 +49,9 @@ def dispose(fds: list[int]) -> None:
     (a device's close is its driver's business). `settle` waits for them."""
     if fds:
         thread = threading.Thread(target=_close_all, args=(list(fds),), name="dispose-fds", daemon=True)
-        with _LOCK:
+        with _LOCK:  # started first (a thread that never started cannot be joined), the lock held
+            thread.start()  # until it is in the set, so its own discard comes after the add
             _CLOSING.add(thread)
-        thread.start()
 
 
 def settle(timeout_s: float = SETTLE_TIMEOUT_S) -> bool:
