@@ -75,6 +75,20 @@ def test_sysv_ipc_fails_with_eperm_in_the_sandbox_and_works_without_the_filter()
     assert all(int(line.split()[0]) >= 0 for line in unfiltered), unfiltered  # the control: ids
 
 
+def _sandboxed(code: str, filtered: bool) -> str:
+    """What `code` prints in a real sandbox, with or without the filter (stripped)."""
+    fd = seccomp_fd() if filtered else None
+    try:
+        done = subprocess.run(bwrap_command(None, None, fd) + [sys.executable, "-c", code],
+                              env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
+                              pass_fds=() if fd is None else (fd,), timeout=60)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    assert done.returncode == 0, done.stderr[-500:]
+    return done.stdout.strip()
+
+
 URING_PROBE = r'''
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
@@ -89,20 +103,8 @@ print(libc.syscall(425, 4, params), ctypes.get_errno())
 @needs_filter
 def test_io_uring_fails_with_eperm_in_the_sandbox_and_works_without_the_filter():
     # a multishot timeout wakes a frozen sandbox at every expiry (red team round 37)
-    def setup(filtered: bool) -> str:
-        fd = seccomp_fd() if filtered else None
-        try:
-            done = subprocess.run(bwrap_command(None, None, fd) + [sys.executable, "-c", URING_PROBE],
-                                  env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
-                                  pass_fds=() if fd is None else (fd,), timeout=60)
-        finally:
-            if fd is not None:
-                os.close(fd)
-        assert done.returncode == 0, done.stderr[-500:]
-        return done.stdout.strip()
-
-    assert setup(filtered=True) == "-1 1"  # EPERM
-    ring, errno = map(int, setup(filtered=False).split())
+    assert _sandboxed(URING_PROBE, filtered=True) == "-1 1"  # EPERM
+    ring, errno = map(int, _sandboxed(URING_PROBE, filtered=False).split())
     if ring < 0 and errno in (1, 38):  # the control: io_uring switched off on this kernel
         pytest.skip(f"io_uring_setup fails without the filter too (errno {errno})")
     assert ring >= 0
@@ -125,20 +127,9 @@ s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); print("set")  # another
 def test_a_lingering_socket_cannot_be_made_in_the_sandbox_and_other_options_can():
     # a lingering TCP socket blocks its last close: the lane, a trusted thread or the compile pool
     # held until the backstop or for ever (red team rounds 38-39, corpus 61 and 63)
-    def probe(filtered: bool) -> list[str]:
-        fd = seccomp_fd() if filtered else None
-        try:
-            done = subprocess.run(bwrap_command(None, None, fd) + [sys.executable, "-c", LINGER_PROBE],
-                                  env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
-                                  pass_fds=() if fd is None else (fd,), timeout=60)
-        finally:
-            if fd is not None:
-                os.close(fd)
-        assert done.returncode == 0, done.stderr[-500:]
-        return done.stdout.split("\n")[:3]
-
-    assert probe(filtered=True) == ["set", "refused 1", "set"]  # EPERM for SO_LINGER only
-    assert probe(filtered=False) == ["set", "set", "set"]
+    # EPERM for SO_LINGER only
+    assert _sandboxed(LINGER_PROBE, filtered=True).split("\n") == ["set", "refused 1", "set"]
+    assert _sandboxed(LINGER_PROBE, filtered=False).split("\n") == ["set", "set", "set"]
 
 
 @needs_bwrap
