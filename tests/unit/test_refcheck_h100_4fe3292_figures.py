@@ -77,7 +77,8 @@ def test_the_reference_of_vit_moved_both_ways_between_runs():
     """docs/evaluator.md (`timing_phase.wider`): 28_VisionTransformer's interleaved / alone ratio
     over the five H100 L3 runs that recorded it."""
     root = DATA.parent
-    paths = [path for run in sorted(root.glob("refcheck-h100-*")) for path in run.glob("records-L3*.jsonl")]
+    runs = sorted(root.glob("refcheck-h100-2026-12-0[56]*"))  # the five runs of that analysis
+    paths = [path for run in runs for path in run.glob("records-L3*.jsonl")]
     seen = [r["ref_contention"] for path in paths for r in load(path)
             if r["task_id"].endswith("/28_VisionTransformer") and r.get("ref_contention")]
     assert len(seen) == 5
