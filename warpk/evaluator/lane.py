@@ -269,6 +269,8 @@ class Lane:
                     how = "still running" if code is None else _how(code, via_bwrap=False)
                     raise HarnessFailure(f"the trusted worker failed ({err}; {how}"
                                          f"{': ' + words if words else ''})") from err
+                if worker.guard_verdict:  # killed for the host's file table (warpk.evaluator.filetable)
+                    return wire.Measurement("crashed", worker.guard_verdict)
                 return killed_for or answer
             if killed_for is None and worker.proc.poll() is None:
                 if worker.rss_gb() > self.limits.memory_limit_gb:

@@ -8,8 +8,9 @@ its own, joined by the worker's first process before it execs (`ResourceGroup.jo
   memory too, no swap; over it the kernel kills (`oom_cause`: its own limit or the budget over
   all sandboxes). It is the RSS limit + MEMORY_HEADROOM_BYTES: RSS past its limit is the parent's
   watch's to stop at once (near memory.max the kernel first evicts and slows it for seconds).
-- `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root); with
-  RLIMIT_NOFILE per process it bounds the host file-table entries a sandbox can hold.
+- `pids`: pids.max counts threads and processes (RLIMIT_NPROC does not bind root). With
+  RLIMIT_NOFILE it bounds a sandbox's fds, not its open files: a mapped file needs no fd (red
+  team round 43; the host's file table is warpk.evaluator.filetable's).
 - `cpuset`: the lane's cores (`lane_cores`), the same for the candidate and the reference
   worker (they never run at once: warpk.evaluator.freeze), so a candidate that starts more
   threads than the reference's gets no more cores than it has; compile workers get the cores no
@@ -38,8 +39,7 @@ from warpk.evaluator.hostmem import sandbox_budget_bytes
 
 CONTROLLERS = ("memory", "pids", "cpuset")
 MEMORY_HEADROOM_BYTES = 1 << 30
-# Tasks (torch starts dozens, a CUDA build hundreds) and open files per process (RLIMIT_NOFILE):
-# together they bound the host file table a sandbox takes (~1M; fs.file-max ~2.5M at 24 GiB).
+# Tasks (torch starts dozens, a CUDA build hundreds) and fds per process (RLIMIT_NOFILE).
 PIDS_LIMIT = 1024
 FILES_PER_PROCESS = 1024
 # Per file, memfds included, and KernelBench outputs reach GBs: this only stops a runaway file.

@@ -53,7 +53,8 @@ the reference is timed through the same harness in a worker of its own, in this 
   takes its outbox fd with pidfd_getfd), so fds it parks in flight refuse only its own sends, not
   the reference worker's or the trusted side's (round 37, corpus 60); fds it sends anyway are
   closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
-  no close of what it made waits (rounds 38-39, corpus 61, 63).
+  no close of what it made waits (rounds 38-39, corpus 61, 63); past a quarter of fs.file-max
+  in use, the largest holder of files (fds and mappings) over 16384 is killed (filetable, round 43).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
   can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
@@ -61,7 +62,8 @@ the reference is timed through the same harness in a worker of its own, in this 
   of the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds
   in flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
   limit is too low to be sure); what it leaves queued in its socket (a tmpfs kept alive) freed on
-  the host's cores after it died (round 40); the disk its
+  the host's cores after it died (round 40); a fill of the file table faster than the guard's
+  look (0.2 s and a count; files of other evaluating processes' sandboxes); the disk its
   build dir takes, in `process` mode its working dir; kernel or driver
   exploits (the seccomp filter blocks only the keyring's and IPC's calls, on x86_64 and aarch64:
   warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
@@ -107,6 +109,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from warpk.evaluator import filetable
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
@@ -313,7 +316,7 @@ class UntrustedProcess:
     def __init__(self, mode: str, home: Path | None, limits: Limits, env: dict[str, str],
                  build_dir: Path | None = None, gpu: str | None = None, pool: bool = False,
                  role: str = "candidate"):
-        self.mode, self.limits, self.killed = mode, limits, False
+        self.mode, self.limits, self.killed, self.guard_verdict = mode, limits, False, None
         self.host_home, self.made_home = None, False
         if mode != "bwrap":
             self.made_home = home is None
@@ -349,6 +352,8 @@ class UntrustedProcess:
                 os.close(filter_fd)
         logs = os.environ.get("WARPK_WORKER_LOGS")  # debugging: a copy in the parent's own file
         self.output.started(Path(logs, f"untrusted-{self.proc.pid}.txt") if logs else None)
+        if role == "candidate":  # what it may hold of the host's file table (`guard_verdict`)
+            filetable.watch(self)
 
     def rss_gb(self) -> float:
         """Resident memory of the worker and everything it spawned."""
@@ -385,6 +390,7 @@ class UntrustedProcess:
 
     def close(self) -> None:
         """Kill it, stop reading its output and remove the host folder made for it (if any)."""
+        filetable.forget(self)
         self.kill()
         self.group.close()
         self.output.close()

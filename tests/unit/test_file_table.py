@@ -1,0 +1,143 @@
+"""The host's file table (red team round 43, corpus 64): a sandbox that holds files without fds
+(mapped, then closed) is killed by the parent's guard before the table fills, its record says why,
+and the next candidate is untouched (warpk.evaluator.filetable)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from warpk.config import EvaluateConfig, HardwareConfig
+from warpk.evaluator import EvalItem, Evaluator, filetable
+from warpk.tasks import load_task_file
+
+
+class Group:
+    def __init__(self):
+        self.killed, self.procs = 0, ()
+
+    def kill(self):
+        self.killed += 1
+
+
+class Proc:
+    pid = 0
+
+    def poll(self):
+        return 0  # reaped: no killpg
+
+
+class Worker:
+    def __init__(self, held: int):
+        self.held, self.group, self.proc, self.guard_verdict = held, Group(), Proc(), None
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    workers = [Worker(300), Worker(50_000), Worker(400)]
+    monkeypatch.setattr(filetable, "_watched", set(workers))
+    monkeypatch.setattr(filetable, "sandbox_pids", lambda w: {w})
+    monkeypatch.setattr(filetable, "files_held", lambda pids: next(iter(pids)).held)
+    monkeypatch.setattr(filetable, "_warned", False)
+    return workers
+
+
+def test_past_the_trigger_only_the_largest_holder_over_the_floor_is_killed(fakes, monkeypatch):
+    monkeypatch.setattr(filetable, "files_in_use", lambda: (400_000, 1_000_000))
+    filetable.check()
+    assert [w.group.killed for w in fakes] == [0, 1, 0]
+    verdict = fakes[1].guard_verdict
+    assert "held 50000 open files" in verdict and "reached 400000 of 1000000 (fs.file-max)" in verdict
+    filetable.check()  # killed once: the next look passes over it
+    assert [w.group.killed for w in fakes] == [0, 1, 0]
+
+
+def test_below_the_trigger_nothing_is_counted_or_killed(fakes, monkeypatch):
+    monkeypatch.setattr(filetable, "files_in_use", lambda: (200_000, 1_000_000))
+    monkeypatch.setattr(filetable, "files_held", lambda pids: pytest.fail("counted below the trigger"))
+    filetable.check()
+    assert all(w.guard_verdict is None and not w.group.killed for w in fakes)
+
+
+def test_a_table_filled_by_others_kills_nobody_and_is_said_once(fakes, monkeypatch, capsys):
+    fakes[1].held = filetable.FLOOR_FILES
+    monkeypatch.setattr(filetable, "files_in_use", lambda: (900_000, 1_000_000))
+    filetable.check()
+    filetable.check()
+    assert all(w.guard_verdict is None and not w.group.killed for w in fakes)
+    assert capsys.readouterr().err.count("other processes are filling it") == 1
+
+
+def test_no_word_of_others_while_a_sandbox_killed_here_is_freeing_its_files(fakes, monkeypatch, capsys):
+    monkeypatch.setattr(filetable, "files_in_use", lambda: (400_000, 1_000_000))
+    filetable.check()  # kills the holder of 50000; the table stays full while it exits
+    filetable.check()
+    assert [w.group.killed for w in fakes] == [0, 1, 0] and capsys.readouterr().err == ""
+
+
+# mapped, then closed: open files with no fd (Python's own mmap keeps a dup of the fd)
+MAP_FILES = """libc = ct.CDLL(None)
+libc.mmap.restype = ct.c_void_p
+libc.mmap.argtypes = [ct.c_void_p, ct.c_size_t, ct.c_int, ct.c_int, ct.c_int, ct.c_long]
+for _ in range(HOLD):
+    fd = os.open(sys.executable, os.O_RDONLY)
+    libc.mmap(None, 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    os.close(fd)
+"""
+HOARDER = """
+import os, sys, time
+import torch
+import torch.nn as nn
+
+ct = sys.modules["ctypes"]  # torch imported it; the pre-filter refuses the import by name
+""" + MAP_FILES + """time.sleep(60)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+"""
+
+
+def test_files_held_counts_mappings_without_fds():
+    script = "import ctypes as ct, os, sys\n" + MAP_FILES.replace("HOLD", "3000") + (
+        "print('ready', flush=True)\nsys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        assert filetable.files_held({child.pid}) >= 3000
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_sandbox_filling_the_table_is_crashed_with_the_reason_and_the_next_is_ok(monkeypatch):
+    """At the real scale the trigger is a quarter of fs.file-max (617k files here); the test moves
+    it to 12k files above what the host holds now, so the hoarder's 30k cross it in a second."""
+    allocated, maximum = filetable.files_in_use()
+    monkeypatch.setattr(filetable, "TRIGGER_SHARE", (allocated + 12_000) / maximum)
+    monkeypatch.setattr(filetable, "FLOOR_FILES", 10_000)
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
+    cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+    task = load_task_file(REPO / "kernelbench" / "problems" / "01_softmax.py")
+    honest = (REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py").read_text()
+    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
+                              run_timeout_s=120.0, compile_timeout_s=120.0)
+    evaluator = Evaluator(settings, cpu, lanes=[""])
+    try:
+        items = [EvalItem(task, HOARDER.replace("HOLD", "30_000"), "hoard.py"),
+                 EvalItem(task, honest, "torch_fused.py")]
+        hoarder, after = evaluator.evaluate_many(items)
+    finally:
+        evaluator.close()
+    assert hoarder.status == "crashed", (hoarder.status, hoarder.error)
+    assert "open files" in hoarder.error and "fs.file-max" in hoarder.error
+    assert hoarder.wall_s < 60, "killed by the guard, not by the timeout"
+    assert after.status == "ok", after.error
