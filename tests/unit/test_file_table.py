@@ -4,6 +4,7 @@ and the next candidate is untouched (warpk.evaluator.filetable)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -102,6 +103,22 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return torch.softmax(x, dim=1)
 """
+
+
+def test_files_held_counts_the_fd_table_of_a_thread_of_its_own():
+    script = ("import ctypes, os, sys, threading\n"
+              "def hold():\n    assert ctypes.CDLL(None).unshare(0x400) == 0  # CLONE_FILES\n"
+              "    held = [os.open(sys.executable, os.O_RDONLY) for _ in range(800)]\n"
+              "    print('ready', flush=True)\n    threading.Event().wait()\n"
+              "threading.Thread(target=hold, daemon=True).start()\nsys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n", "the thread did not get a table of its own"
+        assert len(os.listdir(f"/proc/{child.pid}/fd")) < 100  # the process's own table hides them
+        assert filetable.files_held({child.pid}) >= 800
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_files_held_counts_mappings_without_fds():

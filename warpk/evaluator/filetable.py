@@ -57,11 +57,17 @@ def files_in_use() -> tuple[int, int] | None:
 
 
 def files_held(pids) -> int:
-    """Open files the processes `pids` hold: their fds and their mappings (an upper bound)."""
+    """Open files the processes `pids` hold: the fds of each of their threads (a thread may have
+    an fd table of its own: unshare(CLONE_FILES)) and their mappings; an upper bound (a shared
+    table counts once per thread, anonymous mappings count)."""
     total = 0
     for pid in pids:
         try:
-            total += len(os.listdir(f"/proc/{pid}/fd"))
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    total += len(os.listdir(f"/proc/{pid}/task/{tid}/fd"))
+                except OSError:
+                    continue
             with open(f"/proc/{pid}/maps", "rb") as maps:
                 while chunk := maps.read(1 << 20):
                     total += chunk.count(b"\n")
