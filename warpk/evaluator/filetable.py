@@ -13,16 +13,23 @@ are out of reach; this one's is not.
 The guard: one daemon thread per evaluating process, awake while a candidate's sandbox of this
 process is alive (`watch` .. `forget`, from warpk.evaluator.sandbox), reads /proc/sys/fs/file-nr
 every POLL_S. Once the host's files in use pass TRIGGER_SHARE of fs.file-max, it counts what each
-of those sandboxes holds (fds and mappings of its processes, from /proc: an upper bound, as
-anonymous mappings count too; an honest torch worker has ~400) and kills the largest holder if it
-holds more than FLOOR_FILES, giving its reason in `guard_verdict` (the lane's record: `crashed`;
-a compile worker killed this way leaves the candidate to its lane, as any pool failure does).
-Where none of them holds that many, the table is filling for other reasons: said once on stderr.
+of those sandboxes holds (the fds of every thread and the mappings of its processes as a live
+thread sees them, from /proc: an upper bound, as anonymous mappings count too; an honest torch
+worker has ~400) and kills each one over FLOOR_FILES as soon as it is counted, a count cut short
+at the floor or at COUNT_BUDGET_S (the reading time of a mapping's line grows with its path, which
+the candidate chooses), giving the reason in `guard_verdict` (the lane's record: `crashed`; a
+compile worker killed this way leaves the candidate to its lane, as any pool failure does). Where
+none of them holds that many, the table is filling for other reasons: said once on stderr.
+Round 44 (red team): an exited main thread hid every mapping from the process's own maps, and
+paths 40,000 folders deep made one count take 31.6 s; both are in the count now.
 
 Not covered: sandboxes of other processes (each evaluating process guards its own), reference
 workers (trusted code, in the trusted worker's process), a sandbox whose /proc this process
-cannot read (counted as 0: a non-root parent with non-dumpable workers), and a fill faster than
-the poll and the count (a 2-core VM took ~32 s for the whole table).
+cannot read (counted as 0: a non-root parent with non-dumpable workers), files kept open by
+kernel objects other than fd tables and mappings (fds in flight: bounded per user by
+RLIMIT_NOFILE, round 37; AIO: io_setup refused, warpk.evaluator.seccomp), and a fill faster than
+the poll and the count (measured on the 2-core VM: ~200k files/s from C on both cores, so the
+table's last three quarters take ~9 s; poll and count ~1-3 s).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ FILE_NR = Path("/proc/sys/fs/file-nr")  # allocated, free (always 0 since 2.6), 
 TRIGGER_SHARE = 0.25  # of fs.file-max in use on the host: count and kill from here
 FLOOR_FILES = 16384  # no sandbox holding fewer is killed (an honest one holds hundreds)
 POLL_S = 0.2
+COUNT_BUDGET_S = 1.0  # to count one sandbox (an honest one: ~1 ms); past it, it is over the floor
 
 _watched: set = set()  # the candidates' UntrustedProcess objects alive in this process
 _changed = threading.Condition()
@@ -56,24 +64,45 @@ def files_in_use() -> tuple[int, int] | None:
     return allocated, maximum
 
 
-def files_held(pids) -> int:
+def files_held(pids, limit: int | None = None, budget_s: float | None = None) -> int:
     """Open files the processes `pids` hold: the fds of each of their threads (a thread may have
-    an fd table of its own: unshare(CLONE_FILES)) and their mappings; an upper bound (a shared
-    table counts once per thread, anonymous mappings count)."""
-    total = 0
+    an fd table of its own: unshare(CLONE_FILES)) and their mappings, as a live thread sees them
+    (an exited main thread's maps read empty); an upper bound (a shared table counts once per
+    thread, anonymous mappings count). Stops once past `limit` or `budget_s` (the candidate
+    chooses how long its maps take to read: a path thousands of folders deep costs ~3 ms a line,
+    red team round 44), returning `limit + 1`."""
+    total, deadline = 0, time.monotonic() + (budget_s or float("inf"))
     for pid in pids:
         try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                try:
-                    total += len(os.listdir(f"/proc/{pid}/task/{tid}/fd"))
-                except OSError:
-                    continue
-            with open(f"/proc/{pid}/maps", "rb") as maps:
-                while chunk := maps.read(1 << 20):
-                    total += chunk.count(b"\n")
-        except OSError:  # gone, or not ours to read
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # gone
             continue
+        for tid in tids:
+            try:
+                total += len(os.listdir(f"/proc/{pid}/task/{tid}/fd"))
+            except OSError:
+                continue
+        total += _mappings(pid, tids, limit - total if limit is not None else None, deadline)
+        if limit is not None and (total > limit or time.monotonic() > deadline):
+            return limit + 1
     return total
+
+
+def _mappings(pid: int, tids: list[str], limit: int | None, deadline: float) -> int:
+    """Lines of the maps of `pid`'s first live thread, read until past `limit` or `deadline`."""
+    for tid in tids:
+        lines = 0
+        try:
+            with open(f"/proc/{pid}/task/{tid}/maps", "rb", buffering=0) as maps:
+                while chunk := maps.read(1 << 16):
+                    lines += chunk.count(b"\n")
+                    if (limit is not None and lines > limit) or time.monotonic() > deadline:
+                        return lines
+        except OSError:
+            continue
+        if lines:  # an exited main thread reads empty: the next thread holds the view
+            return lines
+    return 0
 
 
 def sandbox_pids(worker) -> set[int]:
@@ -113,7 +142,8 @@ def _run() -> None:
 
 
 def check() -> None:
-    """One look at the table; kills the largest holder where it is past the trigger (see above)."""
+    """One look at the table: past the trigger, every sandbox over the floor (or whose count
+    outlasts COUNT_BUDGET_S) is killed as soon as it is counted."""
     global _warned
     use = files_in_use()
     if use is None or use[0] < use[1] * TRIGGER_SHARE:
@@ -121,10 +151,12 @@ def check() -> None:
     with _changed:
         workers = [w for w in _watched if w.guard_verdict is None]
         dying = len(workers) < len(_watched)  # killed here, its files still being freed
-    held = sorted(((files_held(sandbox_pids(w)), id(w), w) for w in workers), reverse=True)
-    if held and held[0][0] > FLOOR_FILES:
-        kill(held[0][2], held[0][0], use)
-    elif not _warned and not dying:
+    for worker in workers:
+        held = files_held(sandbox_pids(worker), FLOOR_FILES, COUNT_BUDGET_S)
+        if held > FLOOR_FILES:
+            kill(worker, use)
+            dying = True
+    if not dying and not _warned:
         _warned = True
         print(f"warpk: the host's file table is {use[0]} of {use[1]} (fs.file-max) and no sandbox "
               f"of this run holds more than {FLOOR_FILES}: other processes are filling it; raise "
@@ -132,12 +164,12 @@ def check() -> None:
               f"system'", file=sys.stderr, flush=True)
 
 
-def kill(worker, held: int, use: tuple[int, int]) -> None:
+def kill(worker, use: tuple[int, int]) -> None:
     """SIGKILL the sandbox, its reason first (the lane reads it once the worker is gone)."""
     worker.guard_verdict = (
-        f"the candidate's sandbox held {held} open files (fds and file mappings) once the host's "
-        f"file table had reached {use[0]} of {use[1]} (fs.file-max), more than the {FLOOR_FILES} a "
-        f"sandbox may hold past {TRIGGER_SHARE:.0%} of it, and was killed")
+        f"the candidate's sandbox held more than {FLOOR_FILES} open files (fds and file mappings; "
+        f"or they took over {COUNT_BUDGET_S:g} s to count) once the host's file table had reached "
+        f"{use[0]} of {use[1]} (fs.file-max, past {TRIGGER_SHARE:.0%}), and was killed")
     try:
         if worker.proc.poll() is None:
             os.killpg(worker.proc.pid, signal.SIGKILL)

@@ -59,6 +59,24 @@ def process_tree(root: int) -> set[int]:
     return found
 
 
+def live_view(pid: int, name: str, marker: bytes = b"\n") -> bytes:
+    """/proc/<pid>/task/<tid>/<name> of the first thread whose view holds `marker`: the process's
+    memory as one of its live threads sees it (a main thread that exited leaves the process's own
+    maps empty and its status without VmRSS while the others run on: red team round 44)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return b""
+    for tid in tids:
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/{name}").read_bytes()
+        except OSError:
+            continue
+        if marker in text:
+            return text
+    return b""
+
+
 def _own_group(pid: int, base: Path) -> Path | None:
     """The cgroup v2 sandbox group `pid` already lives in (warpk.evaluator.resources made it with
     its limits and the process was born inside), or None."""

@@ -111,7 +111,7 @@ from pathlib import Path
 
 from warpk.evaluator import filetable
 from warpk.evaluator.fds import close_apart
-from warpk.evaluator.freeze import process_tree
+from warpk.evaluator.freeze import live_view, process_tree
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.mounts import host_folders, mount
 from warpk.evaluator.resources import (
@@ -358,12 +358,9 @@ class UntrustedProcess:
     def rss_gb(self) -> float:
         """Resident memory of the worker and everything it spawned."""
         total_kb = 0
-        for pid in process_tree(self.proc.pid):
-            try:
-                status = Path(f"/proc/{pid}/status").read_text().splitlines()
-                total_kb += sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-            except (OSError, ValueError):
-                continue
+        for pid in process_tree(self.proc.pid):  # a live thread's view (freeze.live_view)
+            status = live_view(pid, "status", b"VmRSS:").decode(errors="replace").splitlines()
+            total_kb += sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
         return total_kb / 1024**2
 
     def stderr_tail(self, chars: int = 300) -> str:
