@@ -138,7 +138,11 @@ def _run() -> None:
             while not _watched:
                 _changed.wait()
         time.sleep(POLL_S)
-        check()
+        try:
+            check()
+        except Exception as err:  # noqa: BLE001 - ours: said, and the guard goes on
+            print(f"warpk: the file-table guard failed once ({type(err).__name__}: {err}); it goes on",
+                  file=sys.stderr, flush=True)
 
 
 def check() -> None:
