@@ -147,8 +147,10 @@ def _holder(script: str) -> subprocess.Popen:
 
 
 def test_an_exited_main_thread_hides_neither_mappings_nor_memory():
-    """Red team round 44: the main thread leaves (SYS_exit, itself only) while a thread holding
-    every mapping runs on; the process's own maps read empty and its status has no VmRSS."""
+    """Red team rounds 44-45: the main thread leaves (SYS_exit, itself only) while a thread holding
+    every mapping runs on; the process's own maps read empty and its status has no VmRSS. A live
+    thread's view shows them, but a chain of threads living microseconds each escapes any look
+    (round 45), so such a process counts as over every limit."""
     script = ("import ctypes as ct, os, sys, threading\n"
               "def hold():\n" + "".join("    " + line + "\n" for line in MAP_FILES.replace(
                   "HOLD", "3000").splitlines()) +
@@ -158,7 +160,8 @@ def test_an_exited_main_thread_hides_neither_mappings_nor_memory():
     child = _holder(script)
     try:
         assert Path(f"/proc/{child.pid}/maps").read_bytes() == b""  # what the old count read
-        assert filetable.files_held({child.pid}) >= 3000
+        assert filetable.files_held({child.pid}) >= filetable.HIDDEN  # over any floor (round 45)
+        assert filetable.files_held({child.pid}, limit=10**6) == 10**6 + 1
         assert b"VmRSS:" not in Path(f"/proc/{child.pid}/status").read_bytes()
         rss_kb = int(live_view(child.pid, "status", b"VmRSS:").split(b"VmRSS:")[1].split()[0])
         assert rss_kb > 64 << 10

@@ -21,7 +21,9 @@ the candidate chooses), giving the reason in `guard_verdict` (the lane's record:
 compile worker killed this way leaves the candidate to its lane, as any pool failure does). Where
 none of them holds that many, the table is filling for other reasons: said once on stderr.
 Round 44 (red team): an exited main thread hid every mapping from the process's own maps, and
-paths 40,000 folders deep made one count take 31.6 s; both are in the count now.
+paths 40,000 folders deep made one count take 31.6 s; round 45: a chain of threads living
+microseconds each hid them from every live thread's look too. Now a count is cut at the floor or
+the budget, and a process whose main thread left while others run counts as over (`_mappings`).
 
 Not covered: sandboxes of other processes (each evaluating process guards its own), reference
 workers (trusted code, in the trusted worker's process), a sandbox whose /proc this process
@@ -47,6 +49,8 @@ FILE_NR = Path("/proc/sys/fs/file-nr")  # allocated, free (always 0 since 2.6), 
 TRIGGER_SHARE = 0.25  # of fs.file-max in use on the host: count and kill from here
 FLOOR_FILES = 16384  # no sandbox holding fewer is killed (an honest one holds hundreds)
 POLL_S = 0.2
+HIDDEN = 1 << 40  # the count of a process hiding its mappings (`_mappings`)
+SETTLE_S = 0.05
 COUNT_BUDGET_S = 1.0  # to count one sandbox (an honest one: ~1 ms); past it, it is over the floor
 
 _watched: set = set()  # the candidates' UntrustedProcess objects alive in this process
@@ -67,42 +71,52 @@ def files_in_use() -> tuple[int, int] | None:
 def files_held(pids, limit: int | None = None, budget_s: float | None = None) -> int:
     """Open files the processes `pids` hold: the fds of each of their threads (a thread may have
     an fd table of its own: unshare(CLONE_FILES)) and their mappings, as a live thread sees them
-    (an exited main thread's maps read empty); an upper bound (a shared table counts once per
+    (`_mappings`: a main thread that left hides them); an upper bound (a shared table counts once per
     thread, anonymous mappings count). Stops once past `limit` or `budget_s` (the candidate
     chooses how long its maps take to read: a path thousands of folders deep costs ~3 ms a line,
     red team round 44), returning `limit + 1`."""
     total, deadline = 0, time.monotonic() + (budget_s or float("inf"))
     for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:  # gone
-            continue
-        for tid in tids:
+        for tid in _tasks(pid):
             try:
                 total += len(os.listdir(f"/proc/{pid}/task/{tid}/fd"))
             except OSError:
                 continue
-        total += _mappings(pid, tids, limit - total if limit is not None else None, deadline)
+        total += _mappings(pid, limit - total if limit is not None else None, deadline)
         if limit is not None and (total > limit or time.monotonic() > deadline):
             return limit + 1
     return total
 
 
-def _mappings(pid: int, tids: list[str], limit: int | None, deadline: float) -> int:
-    """Lines of the maps of `pid`'s first live thread, read until past `limit` or `deadline`."""
-    for tid in tids:
+def _mappings(pid: int, limit: int | None, deadline: float) -> int:
+    """Lines of `pid`'s maps as its main thread sees them, read until past `limit` or `deadline`.
+    A main thread that left while others run on sees no memory (its maps read empty) and hides
+    the process's mappings from every look but a live thread's, which a chain of threads living
+    microseconds each outruns (red team rounds 44-45): no honest worker's main thread leaves
+    first, so such a process counts as over any limit (HIDDEN) once it stays so for SETTLE_S (a
+    process that is exiting passes through that state briefly)."""
+    for attempt in range(2):
         lines = 0
         try:
-            with open(f"/proc/{pid}/task/{tid}/maps", "rb", buffering=0) as maps:
+            with open(f"/proc/{pid}/task/{pid}/maps", "rb", buffering=0) as maps:
                 while chunk := maps.read(1 << 16):
                     lines += chunk.count(b"\n")
                     if (limit is not None and lines > limit) or time.monotonic() > deadline:
                         return lines
-        except OSError:
-            continue
-        if lines:  # an exited main thread reads empty: the next thread holds the view
+        except OSError:  # gone
+            return 0
+        if lines or len(_tasks(pid)) < 2:
             return lines
-    return 0
+        if attempt == 0:
+            time.sleep(SETTLE_S)
+    return HIDDEN
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
 
 
 def sandbox_pids(worker) -> set[int]:
@@ -172,7 +186,8 @@ def kill(worker, use: tuple[int, int]) -> None:
     """SIGKILL the sandbox, its reason first (the lane reads it once the worker is gone)."""
     worker.guard_verdict = (
         f"the candidate's sandbox held more than {FLOOR_FILES} open files (fds and file mappings; "
-        f"or they took over {COUNT_BUDGET_S:g} s to count) once the host's file table had reached "
+        f"or hid its mappings behind an exited main thread, or took over {COUNT_BUDGET_S:g} s to "
+        f"count) once the host's file table had reached "
         f"{use[0]} of {use[1]} (fs.file-max, past {TRIGGER_SHARE:.0%}), and was killed")
     try:
         if worker.proc.poll() is None:
