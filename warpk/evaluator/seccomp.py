@@ -22,7 +22,13 @@ so the whole run, for ever (red team rounds 38-39). Without it a close never wai
 a pending AIO poll keeps its file open after the fd is closed, in no fd table or mapping the
 file-table guard counts (warpk.evaluator.filetable; red team round 44: 2,000 files for 2,000
 requests, bounded by the host's fs.aio-max-nr, itself a host-wide limit); nothing we run uses
-Linux AIO (glibc's aio_* use threads). Every other call is allowed.
+Linux AIO (glibc's aio_* use threads). And sharing memory or an fd table with a process or
+thread that can outlive its holder's look: clone with CLONE_VM or CLONE_FILES is refused unless it
+makes a thread that shares the fd table too (pthreads) or a vfork child (its parent waits, alive),
+unshare(CLONE_FILES) is refused, and clone3, whose flags a filter cannot read, fails with ENOSYS
+so glibc falls back to clone (as in Docker's default profile): chains of processes sharing one
+address space, or of threads sharing a private fd table, each living microseconds, held files
+that no look at /proc could see (red team round 46). Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -40,11 +46,15 @@ IPC_CALLS = {"x86_64": (29, 64, 68, 240), "aarch64": (194, 190, 186, 180)}
 URING_CALLS = (425, 426, 427)
 # io_setup per machine: no AIO context, no request
 AIO_CALLS = {"x86_64": (206,), "aarch64": (0,)}
+# clone and unshare per machine; clone3 alike everywhere (Linux 5.3), its flags out of reach
+CLONE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
+_CLONE3 = 435
+_CLONE_VM, _CLONE_FILES, _CLONE_VFORK, _CLONE_THREAD = 0x100, 0x400, 0x4000, 0x10000
 # setsockopt per machine, refused for SOL_SOCKET/SO_LINGER only (1 and 13 on both machines)
 SETSOCKOPT = {"x86_64": 54, "aarch64": 208}
 _SOL_SOCKET, _SO_LINGER = 1, 13
-_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_RET = 0x20, 0x15, 0x35, 0x06
-_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_JSET, _BPF_RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 _OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
 
 
@@ -63,19 +73,40 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
                (_BPF_LD_ABS, 0, 0, 0),  # seccomp_data.nr
                (_BPF_JGE, "deny", 0, _OTHER_ABI)]
     program += [(_BPF_JEQ, "deny", 0, nr) for nr in calls]
-    program += [(_BPF_JEQ, 0, "allow", SETSOCKOPT[machine]),
+    clone, unshare = CLONE_CALLS[machine]
+    program += [(_BPF_JEQ, "nosys", 0, _CLONE3),
+                (_BPF_JEQ, 0, "clone", unshare),
+                (_BPF_LD_ABS, 0, 0, 16),  # args[0], the flags (the low half)
+                (_BPF_JSET, "deny", "allow", _CLONE_FILES),
+                "clone",
+                (_BPF_JEQ, 0, "setsockopt", clone),
+                (_BPF_LD_ABS, 0, 0, 16),  # args[0], the flags
+                (_BPF_JSET, 0, "process", _CLONE_THREAD),
+                (_BPF_JSET, "allow", "deny", _CLONE_FILES),  # a thread shares the fd table
+                "process",
+                (_BPF_JSET, "allow", 0, _CLONE_VFORK),  # its parent waits, holding what it shares
+                (_BPF_JSET, "deny", "allow", _CLONE_VM | _CLONE_FILES),
+                "setsockopt",
+                (_BPF_JEQ, 0, "allow", SETSOCKOPT[machine]),
                 (_BPF_LD_ABS, 0, 0, 24),  # args[1], the level (an int: the low half)
                 (_BPF_JEQ, 0, "allow", _SOL_SOCKET),
                 (_BPF_LD_ABS, 0, 0, 32),  # args[2], the option
-                (_BPF_JEQ, "deny", "allow", _SO_LINGER)]
-    labels = {"allow": len(program), "deny": len(program) + 1}
-    program += [(_BPF_RET, 0, 0, _RET_ALLOW), (_BPF_RET, 0, 0, _RET_EPERM)]
+                (_BPF_JEQ, "deny", "allow", _SO_LINGER),
+                "allow", (_BPF_RET, 0, 0, _RET_ALLOW),
+                "deny", (_BPF_RET, 0, 0, _RET_EPERM),
+                "nosys", (_BPF_RET, 0, 0, _RET_ENOSYS)]
+    labels, code = {}, []
+    for step in program:  # a string names the instruction after it
+        if isinstance(step, str):
+            labels[step] = len(code)
+        else:
+            code.append(step)
 
     def offset(at: int, to) -> int:
         return labels[to] - at - 1 if isinstance(to, str) else to
 
     return b"".join(struct.pack("<HBBI", op, offset(i, jt), offset(i, jf), k)
-                    for i, (op, jt, jf, k) in enumerate(program))
+                    for i, (op, jt, jf, k) in enumerate(code))
 
 
 def seccomp_fd() -> int | None:
