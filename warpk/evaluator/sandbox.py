@@ -65,8 +65,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   the host's cores after it died (round 40); a fill of the file table faster than the guard's
   look (0.2 s and a count; files of other evaluating processes' sandboxes); the disk its
   build dir takes, in `process` mode its working dir; kernel or driver
-  exploits (the seccomp filter blocks only the keyring's and IPC's calls, on x86_64 and aarch64:
-  warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
+  exploits (the seccomp filter blocks only the keyring, IPC, io_uring, AIO, SO_LINGER and memory
+  or fd tables shared beyond threads and vfork, on x86_64 and aarch64: warpk.evaluator.seccomp;
+  every other syscall and the NVIDIA driver's ioctls are reachable); what
   the mounted system folders, /sys and the mounted Python installation reveal (warpk.evaluator.
   mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate, a checkout
   inside /usr: red team round 25), which it can write into its error text; GPU side
