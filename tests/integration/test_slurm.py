@@ -18,14 +18,18 @@ from warpk.tracking import read_offline_run
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL")
 
+# The array is the point here, not what a job measures: each job evaluates one candidate the
+# static pre-filter rejects (one record, no sandboxed workers), so a job is `python -m warpk` and
+# W&B offline, not a cold evaluator (15-28 s a job, two jobs at once on 2 cores). A measurement
+# inside a SLURM job is asserted by the requeue test below (three records, each ok).
 SWEEP = (
     "-m",
     "stage=evaluate",
     "seed=11,22",
     "reward.ipw_blend=0.0,0.25",
     "hydra/launcher=slurm_local",
-    "tasks.subset=[01_softmax]",
-    "evaluate.timing_batches=3",
+    f"evaluate.task_file={REPO / 'kernelbench' / 'problems' / '01_softmax.py'}",
+    f"evaluate.candidate_files=[{REPO / 'tests' / 'data' / 'softmax_no_modelnew.py'}]",
 )
 
 
