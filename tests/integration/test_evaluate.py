@@ -157,7 +157,8 @@ def test_sweep_jobs_share_a_wandb_group(tmp_path):
         "model=m1,m2",
         "tasks.subset=[01_softmax]",
         *TIMING_FOR_STATUSES,
-        "evaluate.result_cache=false",
+        # the result cache on (the default): the second job reuses the first's record (same task,
+        # candidate, seed and protocol) instead of a cold evaluator of its own; the groups are the point
         f"hydra.sweep.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-2000:]
