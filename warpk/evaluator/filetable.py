@@ -13,8 +13,8 @@ are out of reach; this one's is not.
 The guard: one daemon thread per evaluating process, awake while a candidate's sandbox of this
 process is alive (`watch` .. `forget`, from warpk.evaluator.sandbox), reads /proc/sys/fs/file-nr
 every POLL_S. Once the host's files in use pass TRIGGER_SHARE of fs.file-max, it counts what each
-of those sandboxes holds (the fds of every thread and the mappings of its processes as a live
-thread sees them, from /proc: an upper bound, as anonymous mappings count too; an honest torch
+of those sandboxes holds (the fds of every thread and the mappings of its processes as their
+main threads see them, from /proc: an upper bound, as anonymous mappings count too; an honest torch
 worker has ~400) and kills each one over FLOOR_FILES as soon as it is counted, a count cut short
 at the floor or at COUNT_BUDGET_S (the reading time of a mapping's line grows with its path, which
 the candidate chooses), giving the reason in `guard_verdict` (the lane's record: `crashed`; a
@@ -24,14 +24,17 @@ Round 44 (red team): an exited main thread hid every mapping from the process's 
 paths 40,000 folders deep made one count take 31.6 s; round 45: a chain of threads living
 microseconds each hid them from every live thread's look too. Now a count is cut at the floor or
 the budget, and a process whose main thread left while others run counts as over (`_mappings`).
+Round 46: chains of processes sharing one address space, or of threads sharing a private fd
+table, escape any look by pid; the sandbox's seccomp filter refuses both (warpk.evaluator.seccomp).
 
 Not covered: sandboxes of other processes (each evaluating process guards its own), reference
 workers (trusted code, in the trusted worker's process), a sandbox whose /proc this process
 cannot read (counted as 0: a non-root parent with non-dumpable workers), files kept open by
 kernel objects other than fd tables and mappings (fds in flight: bounded per user by
-RLIMIT_NOFILE, round 37; AIO: io_setup refused, warpk.evaluator.seccomp), and a fill faster than
-the poll and the count (measured on the 2-core VM: ~200k files/s from C on both cores, so the
-table's last three quarters take ~9 s; poll and count ~1-3 s).
+RLIMIT_NOFILE, round 37; AIO: io_setup refused, warpk.evaluator.seccomp), a chain of plain
+forked processes each inheriting the mappings (not tried; each fork copies them in view for tens
+of ms), and a fill faster than the poll and the count (measured on the 2-core VM: ~200k files/s
+from C on both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ def files_in_use() -> tuple[int, int] | None:
 
 def files_held(pids, limit: int | None = None, budget_s: float | None = None) -> int:
     """Open files the processes `pids` hold: the fds of each of their threads (a thread may have
-    an fd table of its own: unshare(CLONE_FILES)) and their mappings, as a live thread sees them
-    (`_mappings`: a main thread that left hides them); an upper bound (a shared table counts once per
-    thread, anonymous mappings count). Stops once past `limit` or `budget_s` (the candidate
+    an fd table of its own where the filter lets it) and their mappings as the main thread sees
+    them (`_mappings`); an upper bound (a shared table counts once per thread, anonymous mappings
+    count). Stops once past `limit` or `budget_s` (the candidate
     chooses how long its maps take to read: a path thousands of folders deep costs ~3 ms a line,
     red team round 44), returning `limit + 1`."""
     total, deadline = 0, time.monotonic() + (budget_s or float("inf"))
