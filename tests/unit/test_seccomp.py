@@ -42,20 +42,11 @@ for nr, args in ((SHMGET, (0, 1 << 20, 0o1600)), (MSGGET, (0, 0o1600)), (SEMGET,
 def _probe(filtered: bool, ipc: bool = False) -> list[str]:
     add_key, _, keyctl = KEYRING_CALLS[os.uname().machine][1]
     shmget, semget, msgget, _ = IPC_CALLS[os.uname().machine]
-    fd = seccomp_fd() if filtered else None
     code = PROBE.replace("ADD_KEY", str(add_key)).replace("KEYCTL", str(keyctl))
     if ipc:
         code = IPC_PROBE.replace("SHMGET", str(shmget)).replace("MSGGET", str(msgget)).replace(
             "SEMGET", str(semget))
-    try:
-        done = subprocess.run(bwrap_command(None, None, fd) + [sys.executable, "-c", code],
-                              env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
-                              pass_fds=() if fd is None else (fd,), timeout=60)
-    finally:
-        if fd is not None:
-            os.close(fd)
-    assert done.returncode == 0, done.stderr[-500:]
-    return done.stdout.split("\n")[:3 if ipc else 2]
+    return _sandboxed(code, filtered).split("\n")[:3 if ipc else 2]
 
 
 @needs_bwrap
