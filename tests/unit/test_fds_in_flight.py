@@ -146,15 +146,37 @@ def test_the_checks_wait_for_the_worker_to_let_the_trusted_side_in(monkeypatch):
         if err is not None:
             raise err
 
-    remote._until_allowed(attempt, "take the worker's output fds")
+    remote._until_allowed(attempt, "take the worker's output fds", lambda: False)
     assert next(refusals, None) is None
     monkeypatch.setattr(remote, "PTRACER_WAIT_S", 0.05)
     own = os.pidfd_open(os.getpid())
     try:
         with pytest.raises(HarnessError, match="cannot take the worker's output fds .*ptrace_scope"):
-            remote._until_allowed(lambda: remote.take_fd(own, 999_999), "take the worker's output fds")
+            remote._until_allowed(lambda: remote.take_fd(own, 999_999), "take the worker's output fds",
+                                  lambda: False)
     finally:
         os.close(own)
+
+
+def test_a_worker_gone_before_its_check_is_no_harness_failure(monkeypatch):
+    """An idle harness that is gone (killed with others at the memory budget for all sandboxes)
+    or a zombie before the checks: they end without a verdict, so its Load fails and the lane
+    decides; the run goes on (it stopped as the harness's own failure, 2026-12-07)."""
+    monkeypatch.setattr(remote, "PTRACER_WAIT_S", 30.0)  # a wait for a dead process would show
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    pidfd = os.pidfd_open(child.pid)
+    try:
+        while not remote._exited(child.pid):  # a zombie until reaped: its maps read empty
+            time.sleep(0.01)
+        start = time.monotonic()
+        remote.check_readable(child.pid)
+        remote.check_takeable(pidfd)
+        child.wait()
+        remote.check_readable(child.pid)  # reaped: no /proc entry at all
+        assert time.monotonic() - start < 5
+    finally:
+        os.close(pidfd)
+    assert not remote._exited(os.getpid())
 
 
 def test_a_hard_limit_too_low_to_be_sure_is_said_in_one_line(monkeypatch):

@@ -28,6 +28,11 @@ from warpk.evaluator.remote import open_pidfd, wait_worker_pid
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
 from warpk.evaluator.timing_phase import AloneTimes
 
+# The reference worker's load (a fresh interpreter, torch, the task) is our code's: the candidate's
+# compile limit bounds it only from here up (a test's 4 s limit did not hold on one core shared
+# with a worker started ahead importing torch: a harness failure, 2026-12-07).
+LOAD_FLOOR_S = 60.0
+
 
 @contextlib.contextmanager
 def reference_failures(references: ReferenceWorkers, candidate_ran: bool, what: str):
@@ -141,7 +146,7 @@ class ReferenceWorker:
         if self.loaded is not None:
             return
         try:
-            reply, _ = wire.recv(self.sock, (wire.Reply,), timeout_s=limit_s)
+            reply, _ = wire.recv(self.sock, (wire.Reply,), timeout_s=max(limit_s, LOAD_FLOOR_S))
         except wire.ProtocolError as err:
             raise RuntimeError(f"the reference worker did not load the task ({err}; "
                                f"{self.process.stderr_tail() or 'no output'})") from err

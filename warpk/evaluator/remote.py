@@ -28,6 +28,7 @@ import ctypes.util
 import functools
 import os
 import resource
+import select
 import stat
 import sys
 import time
@@ -141,12 +142,19 @@ def worker_pid(root: int) -> int | None:
 PTRACER_WAIT_S = 10.0
 
 
-def _until_allowed(attempt: Callable[[], None], what: str, clock=time.monotonic) -> None:
+def _until_allowed(attempt: Callable[[], None], what: str, gone: Callable[[], bool],
+                   clock=time.monotonic) -> None:
+    """`attempt` until it works; a worker that is `gone` meanwhile ends the check without a
+    verdict: its Load fails, and the lane decides (a harness killed with others at the memory
+    budget for all sandboxes is measured again), not the run (2026-12-07: an idle harness gone
+    before its check stopped a run as the harness's own failure)."""
     deadline = clock() + PTRACER_WAIT_S
     while True:
         try:
             return attempt()
         except (OSError, ValueError, ProtocolError) as err:
+            if gone():
+                return
             if clock() > deadline:
                 raise HarnessError(f"the trusted worker cannot {what} ({err}); allow it "
                                    "(kernel.yama.ptrace_scope 0 or 1, or root with CAP_SYS_PTRACE; "
@@ -163,7 +171,15 @@ def check_readable(pid: int) -> None:
         probe = ctypes.create_string_buffer(1)
         read_into(pid, int(first, 16), 1, ctypes.addressof(probe))
 
-    _until_allowed(attempt, "read the worker's memory (process_vm_readv)")
+    _until_allowed(attempt, "read the worker's memory (process_vm_readv)", lambda: _exited(pid))
+
+
+def _exited(pid: int) -> bool:
+    """The process has exited (gone, or a zombie: its maps read empty)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def check_takeable(pidfd: int | None) -> None:
@@ -171,8 +187,9 @@ def check_takeable(pidfd: int | None) -> None:
     not), as `check_readable` on the CPU; Linux 5.6 or later."""
     if pidfd is None:  # gone already (killed with others at the budget?): its Load fails, not the run
         return
+    exited = lambda: bool(select.select([pidfd], [], [], 0)[0])  # noqa: E731 - a pidfd reads once it exits
     _until_allowed(lambda: os.close(take_fd(pidfd, 0)), "take the worker's output fds (pidfd_getfd, "
-                   "Linux 5.6 or later)")
+                   "Linux 5.6 or later)", exited)
 
 
 # The trusted side still passes fds (inputs to the workers, requests to the trusted worker):
