@@ -31,6 +31,29 @@ for var in ("WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTI
 os.environ.pop("WANDB_API_KEY", None)
 os.environ["WARPK_CACHE_DIR"] = os.path.join(_STATE, "warpk-cache")  # builds and results
 
+# the cores before `_own_cores` (kept in the environment: pytest's conftest and `tests.conftest`
+# may be two imports of this file, the second after the split)
+os.environ.setdefault("WARPK_TEST_MACHINE_CORES", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
+MACHINE_CORES = frozenset(int(c) for c in os.environ["WARPK_TEST_MACHINE_CORES"].split(","))
+
+
+def _own_cores() -> None:
+    """Under pytest-xdist, each worker on its own share of the machine's cores (its children
+    inherit it). The lane lock (warpk.evaluator.lane_lock) lets one measurement at a time onto a
+    core, so two workers whose lanes both took the last core measured in turn, the other waiting:
+    the 2-core suite used 40% of its CPU (967 of 2 x 1198 s, 2026-12-07). On a core of its own, a
+    worker's lanes neither wait for the other's nor are disturbed by its imports and training.
+    Tests of placement over several cores take them back (`all_cores`)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    cores = sorted(MACHINE_CORES)
+    if worker and count and worker.startswith("gw") and len(cores) >= int(count) > 1 and len(
+            os.sched_getaffinity(0)) == len(cores):  # not split yet
+        os.sched_setaffinity(0, cores[int(worker[2:]) % int(count)::int(count)])
+
+
+_own_cores()
+
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 
@@ -53,6 +76,16 @@ def run_warpk(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "warpk", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
     )
+
+
+@pytest.fixture
+def all_cores():
+    """The machine's cores back for one test of placement over several cores (`_own_cores` gave
+    this xdist worker a share of them); its own share again afterwards. Returns them, sorted."""
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, MACHINE_CORES)
+    yield sorted(MACHINE_CORES)
+    os.sched_setaffinity(0, own)
 
 
 @pytest.fixture(scope="session")

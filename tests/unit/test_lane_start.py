@@ -7,12 +7,13 @@ import sys
 
 import pytest
 
+from tests.conftest import MACHINE_CORES
 from warpk.evaluator.errors import HarnessFailure
 from warpk.evaluator.lane import Lane
 from warpk.evaluator.sandbox import Limits
 from warpk.evaluator.trusted_process import TrustedProcess
 
-CORES = sorted(os.sched_getaffinity(0))
+CORES = sorted(MACHINE_CORES)  # this xdist worker's share is taken back (`all_cores`)
 
 
 class Taken(Exception):
@@ -30,7 +31,7 @@ class WatchedLock:
 
 
 @pytest.mark.skipif(len(CORES) < 2, reason="a lane of its own needs two cores")
-def test_the_machine_lock_is_taken_once_the_trusted_worker_is_ready_and_the_next_worker_started():
+def test_the_machine_lock_is_taken_once_the_trusted_worker_is_ready_and_the_next_worker_started(all_cores):
     lane = Lane(None, "process", Limits(2.0, 1, False, cores=(CORES[0],)), {}, free_cores=(CORES[1],))
     lock = lane.machine_lock = WatchedLock(lane)
     try:
@@ -48,7 +49,7 @@ def test_the_machine_lock_is_taken_once_the_trusted_worker_is_ready_and_the_next
 
 
 @pytest.mark.skipif(len(CORES) < 2, reason="a lane of its own needs two cores")
-def test_a_next_worker_that_dies_before_it_is_ready_is_dropped_not_handed_on():
+def test_a_next_worker_that_dies_before_it_is_ready_is_dropped_not_handed_on(all_cores):
     lane = Lane(None, "process", Limits(2.0, 1, False, cores=(CORES[0],)), {}, free_cores=(CORES[1],))
     lock = lane.machine_lock = WatchedLock(lane)
     try:

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from tests.conftest import MACHINE_CORES
 from warpk.evaluator import resources
 from warpk.evaluator.resources import ResourceGroup, describe, placement
 
@@ -104,9 +105,9 @@ def test_the_task_count_is_limited(monkeypatch):
 
 
 @pytest.mark.skipif(
-    "cpuset" not in BASES or len(os.sched_getaffinity(0)) < 2, reason="no cpuset cgroup, or one core"
+    "cpuset" not in BASES or len(MACHINE_CORES) < 2, reason="no cpuset cgroup, or one core"
 )
-def test_a_worker_cannot_widen_its_cores():
+def test_a_worker_cannot_widen_its_cores(all_cores):
     """A candidate that asks for every core (more threads than the reference has) keeps its own."""
     core = min(os.sched_getaffinity(0))
     group = ResourceGroup(0, (core,))
@@ -125,9 +126,9 @@ def test_a_worker_cannot_widen_its_cores():
 
 
 @pytest.mark.skipif(
-    "cpuset" not in BASES or len(os.sched_getaffinity(0)) < 2, reason="no cpuset cgroup, or one core"
+    "cpuset" not in BASES or len(MACHINE_CORES) < 2, reason="no cpuset cgroup, or one core"
 )
-def test_set_cores_moves_a_running_worker_and_everything_it_started():
+def test_set_cores_moves_a_running_worker_and_everything_it_started(all_cores):
     """The lane's next worker imports torch on other cores and is moved to the lane's before it
     gets a candidate (warpk.evaluator.lane): the move must reach its threads too."""
     first, last = min(os.sched_getaffinity(0)), max(os.sched_getaffinity(0))
@@ -246,7 +247,7 @@ def test_describe_says_none_where_nothing_is_writable(monkeypatch, capsys):
     assert line is not None and "limits=none" in line and "\n" not in line
 
 
-def test_lanes_get_cores_of_their_own_while_there_are_enough():
+def test_lanes_get_cores_of_their_own_while_there_are_enough(all_cores):
     cores = sorted(os.sched_getaffinity(0), reverse=True)  # the first core is the machine's
     assert resources.lane_cores(0, 1) == (cores[0],)
     if len(cores) >= 2:

@@ -39,7 +39,8 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.slow
 @needs_bwrap
-def test_the_worker_started_ahead_is_thawed_after_each_candidate_and_serves_the_next(tmp_path, monkeypatch):
+def test_the_worker_started_ahead_is_thawed_after_each_candidate_and_serves_the_next(tmp_path, monkeypatch,
+                                                                                 all_cores):
     profile = tmp_path / "profile.jsonl"
     monkeypatch.setenv("WARPK_PROFILE", str(profile))
     raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
