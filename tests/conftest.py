@@ -46,9 +46,11 @@ def _own_cores() -> None:
     Tests of placement over several cores take them back (`all_cores`)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     cores = sorted(MACHINE_CORES)
-    if worker and count and worker.startswith("gw") and len(cores) >= int(count) > 1 and len(
-            os.sched_getaffinity(0)) == len(cores):  # not split yet
-        os.sched_setaffinity(0, cores[int(worker[2:]) % int(count)::int(count)])
+    if not (worker and count and worker.startswith("gw") and int(count) > 1 and len(cores) > 1):
+        return
+    if len(os.sched_getaffinity(0)) == len(cores):  # not split yet
+        index, count = int(worker[2:]), int(count)
+        os.sched_setaffinity(0, cores[index::count] if count <= len(cores) else [cores[index % len(cores)]])
 
 
 _own_cores()
