@@ -32,11 +32,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP) sandbox
 	$(PY) -m warpk $(ARGS)
 
-# Two pytest-xdist workers, a test file per worker at a time (a module's fixtures run once): the
-# suite waits on subprocesses half the time; three were faster on 2 cores once (13.7 against 16.3 min, both on a
-# loaded box) but oversubscribe the timed sandboxes, and since the lane lock (one measurement per core at a
-# time) they are not faster: 872 against 840 s on an idle 2-core box (2026-12-06, session 27). So two. `make test XDIST=` (or a bare
-# `pytest`) runs it in one process.
+# Two pytest-xdist workers, a test file per worker at a time (a module's fixtures run once), each
+# on a core of its own (tests/conftest.py). The suite is CPU-bound then (both cores 98% busy,
+# /proc/stat): four workers were no faster than two, 990 against 1015 s, and a C++ build starved
+# past its 120 s limit (2026-12-07, session 33). `make test XDIST=` (or a bare `pytest`) runs it
+# in one process.
 XDIST ?= -n 2 --dist loadfile
 test: $(STAMP) sandbox
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
