@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
 
 # Modelled constants (energy_anchors.md 4.4, tag [D]): see the module docstring.
 POWER_EXPONENT = 2.5
@@ -144,6 +143,8 @@ def decode_features(batch: int, context_tokens: int) -> list[float]:
 
 def _fit(rows: list[list[float]], target: list[float]) -> tuple[float, ...]:
     """Non-negative least squares on relative error (each row divided by its target)."""
+    from scipy.optimize import nnls  # here: the front door imports this module for its error (0.5 s)
+
     a = np.asarray(rows, dtype=float)
     y = np.asarray(target, dtype=float)
     coef, _ = nnls(a / y[:, None], np.ones_like(y))
