@@ -50,7 +50,11 @@ def _own_cores() -> None:
         return
     if len(os.sched_getaffinity(0)) == len(cores):  # not split yet
         index, count = int(worker[2:]), int(count)
-        os.sched_setaffinity(0, cores[index::count] if count <= len(cores) else [cores[index % len(cores)]])
+        share = cores[index::count] if count <= len(cores) else [cores[index % len(cores)]]
+        try:
+            os.sched_setaffinity(0, share)
+        except OSError:  # a container that refuses it: the workers share the cores, as before
+            pass
 
 
 _own_cores()
