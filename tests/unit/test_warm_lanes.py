@@ -108,7 +108,7 @@ def test_a_call_made_while_another_holds_the_lanes_gets_its_own_and_close_waits_
     assert not evaluator.warm.lanes and evaluator.warm.pool is None
     assert not _trusted_children()  # the outer call's lane was closed when it ended
     again = evaluator.evaluate_many([_item(5)])  # usable after close: new lanes
-    assert again[0].status == "ok"
+    assert again[0].status == "ok", again[0].error
     pids = [evaluator.warm.lanes[0].trusted.proc.pid]
     evaluator.close()
     assert not any(_alive(pid) for pid in pids)
