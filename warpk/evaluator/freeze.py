@@ -39,6 +39,14 @@ class FreezeError(RuntimeError):
     """The candidate could not be confirmed frozen (its verdict: it cannot be timed cleanly)."""
 
 
+def process_state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, T, Z, ...), or None where it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def process_tree(root: int) -> set[int]:
     """`root` and every process below it, from /proc (threads' children included)."""
     found, stack = set(), [root]

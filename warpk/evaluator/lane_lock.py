@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from warpk.evaluator.errors import HarnessFailure
+from warpk.evaluator.freeze import process_state
 
 # a holder stopped this long fails the waiting run; WARPK_TEST_LANE_LOCK_STOPPED_S (tests) shortens it
 STOPPED_WAIT_S = float(os.environ.get("WARPK_TEST_LANE_LOCK_STOPPED_S") or 60.0)
@@ -216,11 +217,7 @@ def holder_pid(fd: int) -> int | None:
 
 
 def _stopped(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False  # gone: its lock went with it
-    return state in ("T", "t")
+    return process_state(pid) in ("T", "t")  # gone (None): its lock went with it
 
 
 def _log_hold(path: str, asked: float, got: float) -> None:

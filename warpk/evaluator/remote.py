@@ -176,10 +176,9 @@ def check_readable(pid: int) -> None:
 
 def _exited(pid: int) -> bool:
     """The process has exited (gone, or a zombie: its maps read empty)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return True
+    from warpk.evaluator.freeze import process_state
+
+    return process_state(pid) in (None, "Z", "X")
 
 
 def check_takeable(pidfd: int | None) -> None:
