@@ -24,7 +24,6 @@ Non-goals: no GPU memory itself (warpk.evaluator.cudashare).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import resource
@@ -48,7 +47,9 @@ class _IoVec(ctypes.Structure):
     _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# not ctypes.util.find_library: it forks `ldconfig -p` in every worker at import, and that child
+# carries the worker's command line until its exec (`worker_pid`)
+_libc = ctypes.CDLL(None, use_errno=True)
 _readv = _libc.process_vm_readv
 _readv.restype = ctypes.c_ssize_t
 _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
@@ -121,18 +122,29 @@ def wait_worker_pid(root: int, timeout_s: float = 60.0) -> int | None:
 def worker_pid(root: int) -> int | None:
     """The host pid of the harness process under `root` (the sandbox's first process, or the
     worker itself), found while it is still our harness: the process whose command line is
-    `python -m warpk.evaluator.untrusted` (bwrap's own processes carry it after their options)."""
+    `python -m warpk.evaluator.untrusted` (bwrap's own processes carry it after their options)
+    and whose parent's is not (a child it forks carries the same line until its exec: taking
+    that child, gone a moment later, made honest workers `crashed` with "No such process" on a
+    busy core, 2026-12-07)."""
     from warpk.evaluator.freeze import process_tree
 
-    found = []
+    found = set()
     for pid in process_tree(root):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         if cmdline.split(b"\0")[1:3] == [b"-m", WORKER_MODULE]:  # the interpreter, not bwrap's line
-            found.append(pid)
-    return max(found) if found else None
+            found.add(pid)
+    harness = [pid for pid in found if _parent(pid) not in found]
+    return harness[0] if len(harness) == 1 else None
+
+
+def _parent(pid: int) -> int | None:
+    try:  # the fields after the command's name, which may hold spaces and parentheses
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 # The worker lets us (a sibling, not its parent) read its memory and take its fds as the first
