@@ -18,12 +18,14 @@ from tests.conftest import REPO
 from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator, filetable
 from warpk.evaluator.freeze import live_view
+from warpk.evaluator.resources import placement
 from warpk.tasks import load_task_file
 
 
 class Group:
-    def __init__(self):
+    def __init__(self, memory: Path | None = None):
         self.killed, self.procs = 0, ()
+        self.dirs = {"memory": memory} if memory is not None else {}
 
     def kill(self):
         self.killed += 1
@@ -82,6 +84,39 @@ def test_no_word_of_others_while_a_sandbox_killed_here_is_freeing_its_files(fake
     filetable.check()  # kills the two holders; the table stays full while they exit
     filetable.check()
     assert [w.group.killed for w in fakes] == [0, 1, 0, 1] and capsys.readouterr().err == ""
+
+
+def _kernel_memory_group(tmp_path: Path, name: str, text: str) -> Path:
+    group = tmp_path / name
+    group.mkdir()
+    (group / ("memory.kmem.usage_in_bytes" if name == "v1" else "memory.stat")).write_text(text)
+    return group
+
+
+def test_a_sandbox_whose_kernel_memory_is_over_its_floor_is_killed_whatever_its_count(
+        fakes, monkeypatch, tmp_path):
+    """Round 47: churning chains of processes hide their files from every count by pid, not from
+    the kernel memory their memory cgroup is charged (cgroup v1's kmem, v2's `kernel`, or v2's
+    parts where older kernels lack it)."""
+    floor = filetable.KERNEL_FLOOR_BYTES
+    groups = [_kernel_memory_group(tmp_path, "v1", f"{floor + 1}\n"),
+              _kernel_memory_group(tmp_path, "v2", f"anon 1\nkernel {floor + 1}\nslab 0\n"),
+              _kernel_memory_group(tmp_path, "v2-parts", f"slab {floor}\npagetables 1\nkernel_stack 0\n"),
+              _kernel_memory_group(tmp_path, "honest", f"anon {10 * floor}\nkernel {floor}\n")]
+    for worker, group in zip(fakes, groups, strict=True):
+        worker.held, worker.group = 300, Group(group)  # every count by pid well under its floor
+    monkeypatch.setattr(filetable, "files_in_use", lambda: (400_000, 1_000_000))
+    filetable.check()
+    assert [w.group.killed for w in fakes] == [1, 1, 1, 0]
+    assert f"more than {floor >> 20} MiB of kernel memory (it held {(floor + 1) / 2**20:.1f} MiB)" \
+        in fakes[0].guard_verdict
+
+
+def test_kernel_memory_reads_zero_where_no_memory_cgroup_accounts_it(tmp_path):
+    assert filetable.kernel_bytes(Worker(0)) == 0
+    broken = Worker(0)
+    broken.group = Group(_kernel_memory_group(tmp_path, "v2", "not a stat file"))
+    assert filetable.kernel_bytes(broken) == 0
 
 
 # mapped, then closed: open files with no fd (Python's own mmap keeps a dup of the fd)
@@ -220,4 +255,35 @@ def test_a_sandbox_filling_the_table_is_crashed_with_the_reason_and_the_next_is_
     assert hoarder.status == "crashed", (hoarder.status, hoarder.error)
     assert "open files" in hoarder.error and "fs.file-max" in hoarder.error
     assert hoarder.wall_s < 60, "killed by the guard, not by the timeout"
+    assert after.status == "ok", after.error
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+@pytest.mark.skipif("memory" not in placement()[1], reason="needs a memory cgroup for the sandboxes")
+@pytest.mark.parametrize("hoarder", ["fork_chain_deep_paths", "vfork_chain_behind_zombies"])
+def test_a_chain_that_outruns_every_count_by_pid_is_crashed_by_its_kernel_memory(monkeypatch, hoarder):
+    """Red team round 47 at a lowered trigger (as above): 30,000 files held for 15 s by a chain of
+    forked processes each exiting as its child goes on (paths 16 folders deep), or of vfork
+    children each killing its waiting parent behind 800 zombies; both were `ok` before the guard
+    read the sandbox's kernel memory."""
+    allocated, maximum = filetable.files_in_use()
+    monkeypatch.setattr(filetable, "TRIGGER_SHARE", (allocated + 10_000) / maximum)
+    monkeypatch.setattr(filetable, "FLOOR_FILES", 2_000)
+    monkeypatch.setattr(filetable, "KERNEL_FLOOR_BYTES", 8 << 20)
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
+    cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+    task = load_task_file(REPO / "kernelbench" / "problems" / "03_gelu_tanh.py")
+    honest = (REPO / "kernelbench" / "solutions" / "03_gelu_tanh" / "torch_fused.py").read_text()
+    source = (REPO / "tests" / "data" / "file_table" / f"{hoarder}.py").read_text()
+    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
+                              run_timeout_s=120.0, compile_timeout_s=120.0)
+    evaluator = Evaluator(settings, cpu, lanes=[""])
+    try:
+        chain, after = evaluator.evaluate_many([EvalItem(task, source, f"{hoarder}.py"),
+                                                EvalItem(task, honest, "torch_fused.py")])
+    finally:
+        evaluator.close()
+    assert chain.status == "crashed", (chain.status, chain.error)
+    assert "MiB of kernel memory" in chain.error and "fs.file-max" in chain.error
     assert after.status == "ok", after.error

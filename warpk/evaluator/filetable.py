@@ -26,15 +26,27 @@ microseconds each hid them from every live thread's look too. Now a count is cut
 the budget, and a process whose main thread left while others run counts as over (`_mappings`).
 Round 46: chains of processes sharing one address space, or of threads sharing a private fd
 table, escape any look by pid; the sandbox's seccomp filter refuses both (warpk.evaluator.seccomp).
+Round 47: a chain of plain forked processes, each exiting as its child goes on, with paths deep
+enough that a holder is gone before its maps are read, and a chain of vfork children each
+killing its waiting parent, hidden behind 800 zombies, held 30,000 files for 15 s past a lowered
+trigger unseen (`ok`): any look by pid races the churn. So every look first asks the kernel
+what the sandbox's memory cgroup holds in kernel memory (`kernel_bytes`: each file held costs
+~0.5-1 KiB of it, a file object and a mapping, charged to the group that made them whichever
+process holds them now) and kills past KERNEL_FLOOR_BYTES (measured on the 2-core VM, cgroup v1:
+an honest torch worker ~1.3 MiB, a sandbox building a C++ extension 5.4 MiB at most; the
+fork-chain hoarder 11-31 MiB for 30,000 files).
 
-Not covered: sandboxes of other processes (each evaluating process guards its own), reference
-workers (trusted code, in the trusted worker's process), a sandbox whose /proc this process
-cannot read (counted as 0: a non-root parent with non-dumpable workers), files kept open by
-kernel objects other than fd tables and mappings (fds in flight: bounded per user by
-RLIMIT_NOFILE, round 37; AIO: io_setup refused, warpk.evaluator.seccomp), a chain of plain
-forked processes each inheriting the mappings (not tried; each fork copies them in view for tens
-of ms), and a fill faster than the poll and the count (measured on the 2-core VM: ~200k files/s
-from C on both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
+Not covered: where the memory cgroup does not account kernel memory (no cgroup, or
+cgroup.memory=nokmem: reads as 0), a chain outruns the look by pid; sandboxes of other
+processes (each evaluating process guards its own), reference workers (trusted code, in the
+trusted worker's process), a sandbox whose /proc this process cannot read (counted as 0: a
+non-root parent with non-dumpable workers), files kept open by kernel objects other than fd
+tables and mappings (fds in flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup
+refused, warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a
+churning chain (~30,000-60,000), honest workers over that floor on a GPU host (not measured
+there: CUDA's own kernel memory), and a fill faster than the poll and the count (measured on the
+2-core VM: ~200k files/s from C on both cores, so the table's last three quarters take ~9 s;
+poll and count ~1-3 s).
 """
 
 from __future__ import annotations
@@ -55,6 +67,7 @@ POLL_S = 0.2
 HIDDEN = 1 << 40  # the count of a process hiding its mappings (`_mappings`)
 SETTLE_S = 0.05
 COUNT_BUDGET_S = 1.0  # to count one sandbox (an honest one: ~1 ms); past it, it is over the floor
+KERNEL_FLOOR_BYTES = 32 << 20  # kernel memory of a sandbox's group past which it is killed
 
 _watched: set = set()  # the candidates' UntrustedProcess objects alive in this process
 _changed = threading.Condition()
@@ -122,6 +135,23 @@ def _tasks(pid: int) -> list[str]:
         return []
 
 
+def kernel_bytes(worker) -> int:
+    """Kernel memory charged to the sandbox's memory cgroup (file objects, mappings, page tables,
+    stacks: what it made, whichever of its processes holds it now); 0 where not accounted."""
+    memory = worker.group.dirs.get("memory")
+    if memory is None:
+        return 0
+    try:
+        if (memory / "memory.kmem.usage_in_bytes").exists():  # cgroup v1
+            return int((memory / "memory.kmem.usage_in_bytes").read_text())
+        stat = dict(line.split() for line in (memory / "memory.stat").read_text().splitlines())
+    except (OSError, ValueError):
+        return 0
+    if "kernel" in stat:  # cgroup v2, Linux 5.18 and later
+        return int(stat["kernel"])
+    return sum(int(stat.get(k, 0)) for k in ("slab", "pagetables", "kernel_stack", "percpu"))
+
+
 def sandbox_pids(worker) -> set[int]:
     """Every process of one sandbox: below its first process, and in its cgroups (new sessions)."""
     pids = process_tree(worker.proc.pid)
@@ -163,8 +193,9 @@ def _run() -> None:
 
 
 def check() -> None:
-    """One look at the table: past the trigger, every sandbox over the floor (or whose count
-    outlasts COUNT_BUDGET_S) is killed as soon as it is counted."""
+    """One look at the table: past the trigger, every sandbox over either floor (kernel memory,
+    then files counted by pid; or whose count outlasts COUNT_BUDGET_S) is killed as soon as it is
+    looked at."""
     global _warned
     use = files_in_use()
     if use is None or use[0] < use[1] * TRIGGER_SHARE:
@@ -173,9 +204,10 @@ def check() -> None:
         workers = [w for w in _watched if w.guard_verdict is None]
         dying = len(workers) < len(_watched)  # killed here, its files still being freed
     for worker in workers:
-        held = files_held(sandbox_pids(worker), FLOOR_FILES, COUNT_BUDGET_S)
-        if held > FLOOR_FILES:
-            kill(worker, use)
+        kernel = kernel_bytes(worker)  # first: no churn of processes hides from it
+        if kernel > KERNEL_FLOOR_BYTES or files_held(sandbox_pids(worker), FLOOR_FILES,
+                                                     COUNT_BUDGET_S) > FLOOR_FILES:
+            kill(worker, use, kernel)
             dying = True
     if not dying and not _warned:
         _warned = True
@@ -185,12 +217,13 @@ def check() -> None:
               f"system'", file=sys.stderr, flush=True)
 
 
-def kill(worker, use: tuple[int, int]) -> None:
+def kill(worker, use: tuple[int, int], kernel: int = 0) -> None:
     """SIGKILL the sandbox, its reason first (the lane reads it once the worker is gone)."""
     worker.guard_verdict = (
         f"the candidate's sandbox held more than {FLOOR_FILES} open files (fds and file mappings; "
         f"or hid its mappings behind an exited main thread, or took over {COUNT_BUDGET_S:g} s to "
-        f"count) once the host's file table had reached "
+        f"count), or more than {KERNEL_FLOOR_BYTES >> 20} MiB of kernel memory (it held "
+        f"{kernel / 2**20:.1f} MiB), once the host's file table had reached "
         f"{use[0]} of {use[1]} (fs.file-max, past {TRIGGER_SHARE:.0%}), and was killed")
     try:
         if worker.proc.poll() is None:

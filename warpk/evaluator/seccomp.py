@@ -22,13 +22,15 @@ so the whole run, for ever (red team rounds 38-39). Without it a close never wai
 a pending AIO poll keeps its file open after the fd is closed, in no fd table or mapping the
 file-table guard counts (warpk.evaluator.filetable; red team round 44: 2,000 files for 2,000
 requests, bounded by the host's fs.aio-max-nr, itself a host-wide limit); nothing we run uses
-Linux AIO (glibc's aio_* use threads). And sharing memory or an fd table with a process or
-thread that can outlive its holder's look: clone with CLONE_VM or CLONE_FILES is refused unless it
-makes a thread that shares the fd table too (pthreads) or a vfork child (its parent waits, alive),
-unshare(CLONE_FILES) is refused, and clone3, whose flags a filter cannot read, fails with ENOSYS
-so glibc falls back to clone (as in Docker's default profile): chains of processes sharing one
-address space, or of threads sharing a private fd table, each living microseconds, held files
-that no look at /proc could see (red team round 46). Every other call is allowed.
+Linux AIO (glibc's aio_* use threads). And sharing memory or an fd table with a process or thread
+that can outlive its holder's look: clone with CLONE_VM or CLONE_FILES is refused unless it makes a
+thread that shares the fd table too (pthreads) or a vfork child (posix_spawn and subprocess need
+it), unshare(CLONE_FILES) is refused, and clone3, whose flags a filter cannot read, fails with
+ENOSYS so glibc falls back to clone (as in Docker's default profile): chains of processes sharing
+one address space, or of threads sharing a private fd table, each living microseconds, held files
+that no look at /proc could see (red team round 46). A vfork child can still kill its waiting
+parent and vfork again, a chain in one address space (round 47): that one the guard's look at the
+sandbox's kernel memory ends, not this filter. Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
