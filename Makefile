@@ -33,7 +33,7 @@ run: $(STAMP) sandbox
 	$(PY) -m warpk $(ARGS)
 
 # Two pytest-xdist workers, a test file per worker at a time (a module's fixtures run once).
-# WARPK_TEST_OWN_CORES=1 gives each a core of its own (tests/conftest.py; opt-in, see there):
+# Each has a core of its own (tests/conftest.py; WARPK_TEST_OWN_CORES=0 shares them):
 # the suite is CPU-bound then (both cores 98% busy, /proc/stat), and four workers were no faster
 # than two, 990 against 1015 s, a C++ build starving past its 120 s limit (2026-12-07, session
 # 33). `make test XDIST=` (or a bare `pytest`) runs it in one process.

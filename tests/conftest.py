@@ -43,13 +43,13 @@ def _own_cores() -> None:
     core, so two workers whose lanes both took the last core measured in turn. On a core of its
     own, a worker's lanes neither wait for the other's nor are disturbed by its imports and training.
     Tests of placement over several cores take them back (`all_cores`).
-    Opt-in (WARPK_TEST_OWN_CORES=1): 1015 against 1198 s on the 2-core VM, but in three full runs
-    with it an honest candidate's fresh worker was gone before its Load twice (a `crashed` in
-    test_warm_lanes; a gone worker's access check in test_host_side, 2026-12-07), not seen
-    without it and not yet explained (docs/benchmarks.md)."""
+    On by default (WARPK_TEST_OWN_CORES=0 turns it off): 1015 against 1198 s on the 2-core VM.
+    The honest workers it saw `crashed` ("outputs cannot be read ... No such process") were the
+    trusted side taking a child the worker forked at import for the worker (remote.worker_pid,
+    fixed 2026-12-07): a busy core held that child between its fork and its exec."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     cores = sorted(MACHINE_CORES)
-    if os.environ.get("WARPK_TEST_OWN_CORES") != "1":
+    if os.environ.get("WARPK_TEST_OWN_CORES", "1") != "1":
         return
     if not (worker and count and worker.startswith("gw") and int(count) > 1 and len(cores) > 1):
         return
