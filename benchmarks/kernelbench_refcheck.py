@@ -94,6 +94,10 @@ def main() -> int:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--hardware", default="auto")
     parser.add_argument("--subset", nargs="*", default=[], help="problem names (file stems) only")
+    parser.add_argument("--sequence", nargs="*", default=[],
+                        help="problem names in this order, a name may come again (one level): e.g. the "
+                             "huge L1 copies first, then L1 1-24, then the huge copies again, in one "
+                             "process (does the reference worker's state after other tasks move them?)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="each copy this many times in a row (how much the timing varies between "
                              "evaluations of one problem; the counts are then over every evaluation)")
@@ -110,13 +114,20 @@ def main() -> int:
     print(f"hardware={hw.name} lanes={evaluator.lanes} sandbox={evaluator.sandbox}", flush=True)
     table, grand = {}, time.perf_counter()
     for level in [0] if args.bundled else args.levels:
-        tasks = load_suite(TasksConfig(source="bundled", subset=args.subset) if args.bundled else
-                           TasksConfig(source="kernelbench", root=args.root, level=level, subset=args.subset))
+        subset = sorted(set(args.sequence)) or args.subset
+        tasks = load_suite(TasksConfig(source="bundled", subset=subset) if args.bundled else
+                           TasksConfig(source="kernelbench", root=args.root, level=level, subset=subset))
         # a repeat differs by a comment (identical sources in one call are evaluated once) and
         # comes a round later, each round all the problems (a baseline is kept a minute a task)
+        rounds = [(r, t) for r in range(args.repeat) for t in tasks]
+        if args.sequence:  # in the order given, the n-th time a name comes its repeat n
+            named = {t.path.stem: t for t in tasks}
+            if missing := sorted(set(args.sequence) - set(named)):
+                parser.error(f"--sequence: no problem named {', '.join(missing)} in level {level}")
+            rounds = [(args.sequence[:i].count(name), named[name]) for i, name in enumerate(args.sequence)]
         items = [EvalItem(t, as_candidate(t.path.read_text()) + (f"# repeat {r}\n" if r else ""),
                           f"reference_as_candidate#{r}" if r else "reference_as_candidate")
-                 for r in range(args.repeat) for t in tasks]
+                 for r, t in rounds]
         start = time.perf_counter()
         out = (args.out / f"records-L{level}.jsonl").open("w")
 

@@ -4,7 +4,8 @@
 # tests     pytest -m gpu, verbose, one summary line per test and a junit file under $OUT
 # refcheck  upstream L1-L3 references as candidates (records under $OUT/rc; REPEAT=N: each N times); on the H100 (2026-12-06)
 #           L1 took 6.5-9.2 min, L2 5-7 min, L3 3-4 min, hosts differing by 1.4x: LEVELS=1, LEVELS=2,
-#           LEVELS=3 in three calls is safe (L2 and L3 together overran one call on the slower host)
+#           LEVELS=3 in three calls is safe (L2 and L3 together overran one call on the slower host);
+#           SEQUENCE="names..." (one level): those problems in that order, a name may come again
 # ab        OLD=<commit> (scripts/ab_prepare.sh made .ab/<commit>; carry it): the refcheck of LEVEL (1)
 #           SUBSET at OLD, at HEAD, at OLD again (A-B-A: drift shows as A against A) under $OUT/ab
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
@@ -32,7 +33,7 @@ case "$1" in
         --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed|Error|assert" ;;
   refcheck)
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
-        --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} --repeat ${REPEAT:-1} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
+        --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} ${SEQUENCE:+--sequence $SEQUENCE} --repeat ${REPEAT:-1} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
         | grep -v ": ok speedup" ;;
   ab)
     tree=$PWD/.ab/${OLD:?OLD=<commit>}; [ -d "$tree" ] || { echo "ab: no $tree (scripts/ab_prepare.sh $OLD)"; exit 2; }
