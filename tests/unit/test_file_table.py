@@ -86,30 +86,44 @@ def test_no_word_of_others_while_a_sandbox_killed_here_is_freeing_its_files(fake
     assert [w.group.killed for w in fakes] == [0, 1, 0, 1] and capsys.readouterr().err == ""
 
 
-def _kernel_memory_group(tmp_path: Path, name: str, text: str) -> Path:
+def _kernel_memory_group(tmp_path: Path, name: str, stat: str, kmem: int | None = None) -> Path:
+    """A fake memory cgroup: v1 when `kmem` is given (memory.kmem.usage_in_bytes), else v2."""
     group = tmp_path / name
     group.mkdir()
-    (group / ("memory.kmem.usage_in_bytes" if name == "v1" else "memory.stat")).write_text(text)
+    (group / "memory.stat").write_text(stat)
+    if kmem is not None:
+        (group / "memory.kmem.usage_in_bytes").write_text(f"{kmem}\n")
     return group
 
 
-def test_a_sandbox_whose_kernel_memory_is_over_its_floor_is_killed_whatever_its_count(
-        fakes, monkeypatch, tmp_path):
+def test_a_sandbox_whose_kernel_memory_is_over_its_floor_is_killed_whatever_its_count(monkeypatch, tmp_path):
     """Round 47: churning chains of processes hide their files from every count by pid, not from
     the kernel memory their memory cgroup is charged (cgroup v1's kmem, v2's `kernel`, or v2's
-    parts where older kernels lack it)."""
-    floor = filetable.KERNEL_FLOOR_BYTES
-    groups = [_kernel_memory_group(tmp_path, "v1", f"{floor + 1}\n"),
-              _kernel_memory_group(tmp_path, "v2", f"anon 1\nkernel {floor + 1}\nslab 0\n"),
-              _kernel_memory_group(tmp_path, "v2-parts", f"slab {floor}\npagetables 1\nkernel_stack 0\n"),
-              _kernel_memory_group(tmp_path, "honest", f"anon {10 * floor}\nkernel {floor}\n")]
-    for worker, group in zip(fakes, groups, strict=True):
-        worker.held, worker.group = 300, Group(group)  # every count by pid well under its floor
+    parts where older kernels lack it). Round 48: page tables are not files: an honest worker
+    with a 4 GiB workspace has ~8 MiB of them (v2 names them; v1 gets an allowance for what its
+    processes map)."""
+    floor, gib = filetable.KERNEL_FLOOR_BYTES, 1 << 30
+    tables = int(4 * gib * filetable.PAGE_TABLE_ALLOWANCE)
+    groups = {
+        "v1": ("rss 1000\nrss_huge 0\nmapped_file 0\n", floor + 10),
+        "v1-big-workspace": (f"rss {4 * gib}\nrss_huge 0\nmapped_file 0\n", floor + tables),
+        "v2": (f"anon 1\nkernel {floor + 1}\nslab 0\npagetables 0\n", None),
+        "v2-big-workspace": (f"anon {4 * gib}\nkernel {floor + (8 << 20)}\npagetables {8 << 20}\n", None),
+        "v2-parts": (f"slab {floor}\npagetables {64 << 20}\nkernel_stack 1\n", None),
+    }
+    workers = []
+    for name, (stat, kmem) in groups.items():
+        worker = Worker(300)  # every count by pid well under its floor
+        worker.group = Group(_kernel_memory_group(tmp_path, name, stat, kmem))
+        workers.append(worker)
+    monkeypatch.setattr(filetable, "_watched", set(workers))
+    monkeypatch.setattr(filetable, "sandbox_pids", lambda w: {w})
+    monkeypatch.setattr(filetable, "files_held", lambda pids, *limits: next(iter(pids)).held)
     monkeypatch.setattr(filetable, "files_in_use", lambda: (400_000, 1_000_000))
     filetable.check()
-    assert [w.group.killed for w in fakes] == [1, 1, 1, 0]
-    assert f"more than {floor >> 20} MiB of kernel memory (it held {(floor + 1) / 2**20:.1f} MiB)" \
-        in fakes[0].guard_verdict
+    assert [w.group.killed for w in workers] == [1, 0, 1, 0, 1]
+    assert f"more than {floor} bytes of kernel memory besides page tables (it held {floor + 1})" \
+        in workers[2].guard_verdict
 
 
 def test_kernel_memory_reads_zero_where_no_memory_cgroup_accounts_it(tmp_path):
@@ -285,5 +299,43 @@ def test_a_chain_that_outruns_every_count_by_pid_is_crashed_by_its_kernel_memory
     finally:
         evaluator.close()
     assert chain.status == "crashed", (chain.status, chain.error)
-    assert "MiB of kernel memory" in chain.error and "fs.file-max" in chain.error
+    assert "bytes of kernel memory" in chain.error and "fs.file-max" in chain.error
     assert after.status == "ok", after.error
+
+
+WORKSPACE = """import time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+_WORKSPACE = torch.ones((2 << 30) // 4)  # 2 GiB touched at import: a table, a cache, a workspace
+time.sleep(4)  # the guard looks meanwhile
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+@pytest.mark.skipif("memory" not in placement()[1], reason="needs a memory cgroup for the sandboxes")
+def test_an_honest_worker_with_a_big_workspace_is_not_killed_for_its_page_tables(monkeypatch):
+    """Red team round 48: 2 GiB touched costs ~4 MiB of page tables, kernel memory charged to its
+    cgroup; with the table past the trigger (here always) and the kernel floor at 4 MiB it was
+    `crashed`. Page tables are not files: it is `ok`."""
+    monkeypatch.setattr(filetable, "TRIGGER_SHARE", 0.0)
+    monkeypatch.setattr(filetable, "KERNEL_FLOOR_BYTES", 4 << 20)
+    raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
+    cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
+    task = load_task_file(REPO / "kernelbench" / "problems" / "03_gelu_tanh.py")
+    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
+                              run_timeout_s=120.0, compile_timeout_s=120.0, memory_limit_gb=4.0)
+    looked: list[int] = []
+    kernel_bytes = filetable.kernel_bytes
+    monkeypatch.setattr(filetable, "kernel_bytes", lambda w: looked.append(kernel_bytes(w)) or looked[-1])
+    with Evaluator(settings, cpu, lanes=[""]) as evaluator:
+        (record,) = evaluator.evaluate_many([EvalItem(task, WORKSPACE, "workspace.py")])
+    assert record.status == "ok", record.error
+    assert looked and max(looked) < 4 << 20

@@ -30,11 +30,14 @@ Round 47: a chain of plain forked processes, each exiting as its child goes on, 
 enough that a holder is gone before its maps are read, and a chain of vfork children each
 killing its waiting parent, hidden behind 800 zombies, held 30,000 files for 15 s past a lowered
 trigger unseen (`ok`): any look by pid races the churn. So every look first asks the kernel
-what the sandbox's memory cgroup holds in kernel memory (`kernel_bytes`: each file held costs
-~0.5-1 KiB of it, a file object and a mapping, charged to the group that made them whichever
-process holds them now) and kills past KERNEL_FLOOR_BYTES (measured on the 2-core VM, cgroup v1:
-an honest torch worker ~1.3 MiB, a sandbox building a C++ extension 5.4 MiB at most; the
-fork-chain hoarder 11-31 MiB for 30,000 files).
+what the sandbox's memory cgroup holds in kernel memory besides page tables (`kernel_bytes`:
+each file held costs 220-400 bytes of it, a file object and maybe a mapping, charged to the
+group that made them whichever process holds them now; round 48 measured fds, O_PATH, eventfd,
+epoll, pipes, sockets and mappings, none cheaper) and kills past KERNEL_FLOOR_BYTES (measured on
+the 2-core VM, cgroup v1: an honest torch worker ~1.3 MiB, a sandbox building a C++ extension
+5.4 MiB at most; the fork-chain hoarder 11-31 MiB for 30,000 files). Page tables are left out:
+an honest worker's grow with the memory it touches (~2 MiB a GiB; a 4 GiB workspace was killed
+at a scaled floor, round 48).
 
 Not covered: where the memory cgroup does not account kernel memory (no cgroup, or
 cgroup.memory=nokmem: reads as 0), a chain outruns the look by pid; sandboxes of other
@@ -68,6 +71,7 @@ HIDDEN = 1 << 40  # the count of a process hiding its mappings (`_mappings`)
 SETTLE_S = 0.05
 COUNT_BUDGET_S = 1.0  # to count one sandbox (an honest one: ~1 ms); past it, it is over the floor
 KERNEL_FLOOR_BYTES = 32 << 20  # kernel memory of a sandbox's group past which it is killed
+PAGE_TABLE_ALLOWANCE = 1.25 / 512  # of the bytes mapped: 8 bytes of page table a 4 KiB page, and more
 
 _watched: set = set()  # the candidates' UntrustedProcess objects alive in this process
 _changed = threading.Condition()
@@ -136,20 +140,27 @@ def _tasks(pid: int) -> list[str]:
 
 
 def kernel_bytes(worker) -> int:
-    """Kernel memory charged to the sandbox's memory cgroup (file objects, mappings, page tables,
-    stacks: what it made, whichever of its processes holds it now); 0 where not accounted."""
+    """Kernel memory charged to the sandbox's memory cgroup less its page tables (file objects,
+    mappings, stacks: what it made, whichever of its processes holds it now); 0 where not
+    accounted. Page tables grow with the memory an honest worker touches (~2 MiB a GiB in 4 KiB
+    pages: a 4 GiB workspace alone crossed a scaled floor, red team round 48), so they are left
+    out: cgroup v2 names them; v1 does not, so an allowance for the memory its processes map,
+    PAGE_TABLE_ALLOWANCE of it, comes off (at most its memory limit's share, as tmpfs or page
+    cache never needs page tables unless mapped)."""
     memory = worker.group.dirs.get("memory")
     if memory is None:
         return 0
     try:
-        if (memory / "memory.kmem.usage_in_bytes").exists():  # cgroup v1
-            return int((memory / "memory.kmem.usage_in_bytes").read_text())
         stat = dict(line.split() for line in (memory / "memory.stat").read_text().splitlines())
+        if (memory / "memory.kmem.usage_in_bytes").exists():  # cgroup v1
+            mapped = int(stat.get("rss", 0)) - int(stat.get("rss_huge", 0)) + int(stat.get("mapped_file", 0))
+            kmem = int((memory / "memory.kmem.usage_in_bytes").read_text())
+            return max(0, kmem - int(mapped * PAGE_TABLE_ALLOWANCE))
+        if "kernel" in stat:  # cgroup v2, Linux 5.18 and later
+            return int(stat["kernel"]) - int(stat.get("pagetables", 0)) - int(stat.get("sec_pagetables", 0))
+        return sum(int(stat.get(k, 0)) for k in ("slab", "kernel_stack", "percpu"))
     except (OSError, ValueError):
         return 0
-    if "kernel" in stat:  # cgroup v2, Linux 5.18 and later
-        return int(stat["kernel"])
-    return sum(int(stat.get(k, 0)) for k in ("slab", "pagetables", "kernel_stack", "percpu"))
 
 
 def sandbox_pids(worker) -> set[int]:
@@ -222,8 +233,8 @@ def kill(worker, use: tuple[int, int], kernel: int = 0) -> None:
     worker.guard_verdict = (
         f"the candidate's sandbox held more than {FLOOR_FILES} open files (fds and file mappings; "
         f"or hid its mappings behind an exited main thread, or took over {COUNT_BUDGET_S:g} s to "
-        f"count), or more than {KERNEL_FLOOR_BYTES >> 20} MiB of kernel memory (it held "
-        f"{kernel / 2**20:.1f} MiB), once the host's file table had reached "
+        f"count), or more than {KERNEL_FLOOR_BYTES} bytes of kernel memory besides page tables "
+        f"(it held {kernel}), once the host's file table had reached "
         f"{use[0]} of {use[1]} (fs.file-max, past {TRIGGER_SHARE:.0%}), and was killed")
     try:
         if worker.proc.poll() is None:
