@@ -40,16 +40,17 @@ an honest worker's grow with the memory it touches (~2 MiB a GiB; a 4 GiB worksp
 at a scaled floor, round 48).
 
 Not covered: where the memory cgroup does not account kernel memory (no cgroup, or
-cgroup.memory=nokmem: reads as 0), a chain outruns the look by pid; sandboxes of other
-processes (each evaluating process guards its own), reference workers (trusted code, in the
-trusted worker's process), a sandbox whose /proc this process cannot read (counted as 0: a
-non-root parent with non-dumpable workers), files kept open by kernel objects other than fd
-tables and mappings (fds in flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup
-refused, warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a
-churning chain (~30,000-60,000), honest workers over that floor on a GPU host (not measured
-there: CUDA's own kernel memory), and a fill faster than the poll and the count (measured on the
-2-core VM: ~200k files/s from C on both cores, so the table's last three quarters take ~9 s;
-poll and count ~1-3 s).
+cgroup.memory=nokmem: reads as 0), a chain outruns the look by pid; sandboxes of other processes
+(each evaluating process guards its own), reference workers (trusted code, in the trusted
+worker's process), a sandbox whose /proc this process cannot read (counted as 0: a non-root
+parent with non-dumpable workers), files kept open by kernel objects other than fd tables and
+mappings (fds in flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup refused,
+warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a churning chain
+(~30,000-60,000; on cgroup v1 more by the page-table allowance where its mappings need none, huge
+pages: at most 1.25/512 of its memory limit), honest workers over that floor on a GPU host (not
+measured there: CUDA's own kernel memory), and a fill faster than the poll and the count
+(measured on the 2-core VM: ~200k files/s from C on both cores, so the table's last three
+quarters take ~9 s; poll and count ~1-3 s).
 """
 
 from __future__ import annotations
