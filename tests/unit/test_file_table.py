@@ -275,8 +275,11 @@ def test_a_sandbox_filling_the_table_is_crashed_with_the_reason_and_the_next_is_
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 @pytest.mark.skipif("memory" not in placement()[1], reason="needs a memory cgroup for the sandboxes")
-@pytest.mark.parametrize("hoarder", ["fork_chain_deep_paths", "vfork_chain_behind_zombies"])
-def test_a_chain_that_outruns_every_count_by_pid_is_crashed_by_its_kernel_memory(monkeypatch, hoarder):
+@pytest.mark.parametrize("chain", [
+    "['forkchain', '30000', '15', '0', '0', '16', '1', '0', '500']",  # 16 folders deep, 500 a generation
+    "['vforkkill', '30000', '15', '0', '2', '0', '1', '800']",  # 800 zombies
+], ids=["fork_chain_deep_paths", "vfork_chain_behind_zombies"])
+def test_a_chain_that_outruns_every_count_by_pid_is_crashed_by_its_kernel_memory(monkeypatch, chain):
     """Red team round 47 at a lowered trigger (as above): 30,000 files held for 15 s by a chain of
     forked processes each exiting as its child goes on (paths 16 folders deep), or of vfork
     children each killing its waiting parent behind 800 zombies; both were `ok` before the guard
@@ -289,17 +292,20 @@ def test_a_chain_that_outruns_every_count_by_pid_is_crashed_by_its_kernel_memory
     cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
     task = load_task_file(REPO / "kernelbench" / "problems" / "03_gelu_tanh.py")
     honest = (REPO / "kernelbench" / "solutions" / "03_gelu_tanh" / "torch_fused.py").read_text()
-    source = (REPO / "tests" / "data" / "file_table" / f"{hoarder}.py").read_text()
+    source = (REPO / "tests" / "data" / "file_table" / "hoarder.py").read_text()
+    default = "ARGS = ['forkchain', '30000', '15', '0', '0', '16', '1', '0', '500']  # the fork chain"
+    assert default in source
+    source = source.replace(default, f"ARGS = {chain}")
     settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
                               run_timeout_s=120.0, compile_timeout_s=120.0)
     evaluator = Evaluator(settings, cpu, lanes=[""])
     try:
-        chain, after = evaluator.evaluate_many([EvalItem(task, source, f"{hoarder}.py"),
-                                                EvalItem(task, honest, "torch_fused.py")])
+        hoarder, after = evaluator.evaluate_many([EvalItem(task, source, "hoarder.py"),
+                                                  EvalItem(task, honest, "torch_fused.py")])
     finally:
         evaluator.close()
-    assert chain.status == "crashed", (chain.status, chain.error)
-    assert "bytes of kernel memory" in chain.error and "fs.file-max" in chain.error
+    assert hoarder.status == "crashed", (hoarder.status, hoarder.error)
+    assert "bytes of kernel memory" in hoarder.error and "fs.file-max" in hoarder.error
     assert after.status == "ok", after.error
 
 

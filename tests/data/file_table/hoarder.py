@@ -1,6 +1,8 @@
 """Red team round 47 (tests/unit/test_file_table.py): 30,000 files mapped and closed, held 15 s at
-import by a chain of forked processes, each exiting as its child goes on, the files 16 folders
-deep so that a holder is gone before its maps are read (hoard.c mode forkchain)."""
+import by a chain the guard's looks by pid cannot follow. ARGS picks the chain (the test rewrites
+that line): `forkchain`, forked processes each exiting as its child goes on, the files 16 folders
+deep so that a holder is gone before its maps are read; `vforkkill`, vfork children sharing one
+address space, each killing its waiting parent, behind 800 unreaped zombies."""
 import math
 import os
 import sys
@@ -31,7 +33,7 @@ SOURCE = r"""#define _GNU_SOURCE
                    linger_us), the child goes on (each child inherits all n mappings)
    mode vforkkill: processes sharing one mm: clone(CLONE_VM|CLONE_VFORK) (allowed: "a vfork
                    child"), the child SIGKILLs its parent (waiting in vfork) and does the same */
-static int waitmode; static int n, err, done, wfd = -1, linger; static const char *path; static time_t end;
+static int waitmode, stepn; static int n, err, done, wfd = -1, linger; static const char *path; static time_t end;
 static char *stacks; static volatile unsigned idx;
 #define RING 64
 #define STK 65536
@@ -91,6 +93,7 @@ int main(int argc, char **argv) {
   const char *mode = argv[1]; n = atoi(argv[2]); path = argv[3]; end = time(0) + atoi(argv[4]);
   linger = argc > 5 ? atoi(argv[5]) : 0;
   waitmode = argc > 6 ? atoi(argv[6]) : 0;
+  stepn = argc > 10 ? atoi(argv[10]) : 0;
   if (argc > 7 && atoi(argv[7]) > 0) {
     char base[4096]; snprintf(base, sizeof base, "%s.deep", path); mkdir(base, 0700);
     make_deep(base, atoi(argv[7]));
@@ -113,13 +116,19 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "forkchain")) {
       int chains = argc > 8 ? atoi(argv[8]) : 1, per = n / chains, got = 0;
       for (int c = 1; c < chains; c++) {  /* chains 1..: forked before mapping, each its own share */
-        if (fork() == 0) { n = per; map_all(); report(); goto chain; }
+        if (fork() == 0) { n = per; if (!stepn) { map_all(); report(); } goto chain; }
         got += per;
       }
-      n = n - got; map_all(); report();
+      n = n - got;
+      if (!stepn) { map_all(); report(); }
       chain:;
       unsigned long gen = 0;
+      int target = 0;
       while (time(0) <= end) {
+        if (stepn && done < n && !err) {  /* map `stepn` more in each generation, then hand over */
+          int keep = n; target = done + stepn < n ? done + stepn : n; n = target; map_all(); n = keep;
+          if (done >= n || err) report();
+        }
         pid_t c = fork();
         if (c > 0) { if (linger) usleep(linger); _exit(0); }
         if (c < 0) usleep(200);
@@ -156,7 +165,7 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
-ARGS = ['vforkkill', '30000', '15', '0', '2', '0', '1', '800']
+ARGS = ['forkchain', '30000', '15', '0', '0', '16', '1', '0', '500']  # the fork chain
 
 
 def _run(argv, stdout=None, session=False):
