@@ -100,30 +100,46 @@ def test_a_sandbox_whose_kernel_memory_is_over_its_floor_is_killed_whatever_its_
     """Round 47: churning chains of processes hide their files from every count by pid, not from
     the kernel memory their memory cgroup is charged (cgroup v1's kmem, v2's `kernel`, or v2's
     parts where older kernels lack it). Round 48: page tables are not files: an honest worker
-    with a 4 GiB workspace has ~8 MiB of them (v2 names them; v1 gets an allowance for what its
-    processes map)."""
-    floor, gib = filetable.KERNEL_FLOOR_BYTES, 1 << 30
-    tables = int(4 * gib * filetable.PAGE_TABLE_ALLOWANCE)
-    groups = {
-        "v1": ("rss 1000\nrss_huge 0\nmapped_file 0\n", floor + 10),
-        "v1-big-workspace": (f"rss {4 * gib}\nrss_huge 0\nmapped_file 0\n", floor + tables),
-        "v2": (f"anon 1\nkernel {floor + 1}\nslab 0\npagetables 0\n", None),
-        "v2-big-workspace": (f"anon {4 * gib}\nkernel {floor + (8 << 20)}\npagetables {8 << 20}\n", None),
-        "v2-parts": (f"slab {floor}\npagetables {64 << 20}\nkernel_stack 1\n", None),
+    with a 4 GiB workspace has ~8 MiB of them (v2 names them; on v1 its processes' VmPTE comes
+    off). Round 49: on v1, no more than its processes hold: 3.3 GiB of host libraries mapped in
+    2 MiB folios need no page tables, and an allowance for them hid a chain's files."""
+    floor, gib, tables = filetable.KERNEL_FLOOR_BYTES, 1 << 30, 8 << 20
+    groups = {  # name: (memory.stat, v1 kmem or None for v2, VmPTE of its processes)
+        "v1": ("rss 1000\nrss_huge 0\nmapped_file 0\n", floor + 10, 0),
+        "v1-big-workspace": (f"rss {4 * gib}\nrss_huge 0\nmapped_file 0\n", floor + tables, tables),
+        "v1-folio-ballast": (f"rss 0\nrss_huge 0\nmapped_file {int(3.3 * gib)}\n",
+                             floor + 10 + (76 << 10), 76 << 10),
+        "v2": (f"anon 1\nkernel {floor + 1}\nslab 0\npagetables 0\n", None, 0),
+        "v2-big-workspace": (f"anon {4 * gib}\nkernel {floor + tables}\npagetables {tables}\n", None, tables),
+        "v2-parts": (f"slab {floor}\npagetables {64 << 20}\nkernel_stack 1\n", None, 64 << 20),
     }
     workers = []
-    for name, (stat, kmem) in groups.items():
+    for name, (stat, kmem, held) in groups.items():
         worker = Worker(300)  # every count by pid well under its floor
-        worker.group = Group(_kernel_memory_group(tmp_path, name, stat, kmem))
+        worker.group, worker.tables = Group(_kernel_memory_group(tmp_path, name, stat, kmem)), held
         workers.append(worker)
     monkeypatch.setattr(filetable, "_watched", set(workers))
     monkeypatch.setattr(filetable, "sandbox_pids", lambda w: {w})
+    monkeypatch.setattr(filetable, "page_tables", lambda pids: next(iter(pids)).tables)
     monkeypatch.setattr(filetable, "files_held", lambda pids, *limits: next(iter(pids)).held)
     monkeypatch.setattr(filetable, "files_in_use", lambda: (400_000, 1_000_000))
     filetable.check()
-    assert [w.group.killed for w in workers] == [1, 0, 1, 0, 1]
+    assert [w.group.killed for w in workers] == [1, 0, 1, 1, 0, 1]
     assert f"more than {floor} bytes of kernel memory besides page tables (it held {floor + 1})" \
-        in workers[2].guard_verdict
+        in workers[3].guard_verdict
+
+
+def test_page_tables_are_what_the_processes_hold():
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(256 << 20); "
+                               "b[::4096] = b'x' * len(b[::4096]); print(1, flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"1"
+        assert filetable.page_tables({holder.pid}) >= (256 << 20) // 512  # 8 bytes a 4 KiB page
+        assert filetable.page_tables({holder.pid, 1 << 30}) == filetable.page_tables({holder.pid})  # gone
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_kernel_memory_reads_zero_where_no_memory_cgroup_accounts_it(tmp_path):
@@ -340,7 +356,7 @@ def test_an_honest_worker_with_a_big_workspace_is_not_killed_for_its_page_tables
                               run_timeout_s=120.0, compile_timeout_s=120.0, memory_limit_gb=4.0)
     looked: list[int] = []
     kernel_bytes = filetable.kernel_bytes
-    monkeypatch.setattr(filetable, "kernel_bytes", lambda w: looked.append(kernel_bytes(w)) or looked[-1])
+    monkeypatch.setattr(filetable, "kernel_bytes", lambda *a: looked.append(kernel_bytes(*a)) or looked[-1])
     with Evaluator(settings, cpu, lanes=[""]) as evaluator:
         (record,) = evaluator.evaluate_many([EvalItem(task, WORKSPACE, "workspace.py")])
     assert record.status == "ok", record.error

@@ -46,8 +46,8 @@ worker's process), a sandbox whose /proc this process cannot read (counted as 0:
 parent with non-dumpable workers), files kept open by kernel objects other than fd tables and
 mappings (fds in flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup refused,
 warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a churning chain
-(~30,000-60,000; on cgroup v1 more by the page-table allowance where its mappings need none, huge
-pages: at most 1.25/512 of its memory limit), honest workers over that floor on a GPU host (not
+(~30,000-60,000; on cgroup v1 a little more where vfork children each count the page tables they
+share: at most 0.25/512 of what it maps), honest workers over that floor on a GPU host (not
 measured there: CUDA's own kernel memory), and a fill faster than the poll and the count
 (measured on the 2-core VM: ~200k files/s from C on both cores, so the table's last three
 quarters take ~9 s; poll and count ~1-3 s).
@@ -62,7 +62,7 @@ import threading
 import time
 from pathlib import Path
 
-from warpk.evaluator.freeze import process_tree
+from warpk.evaluator.freeze import live_view, process_tree
 
 FILE_NR = Path("/proc/sys/fs/file-nr")  # allocated, free (always 0 since 2.6), fs.file-max
 TRIGGER_SHARE = 0.25  # of fs.file-max in use on the host: count and kill from here
@@ -140,14 +140,16 @@ def _tasks(pid: int) -> list[str]:
         return []
 
 
-def kernel_bytes(worker) -> int:
+def kernel_bytes(worker, pids: set[int] = frozenset()) -> int:
     """Kernel memory charged to the sandbox's memory cgroup less its page tables (file objects,
     mappings, stacks: what it made, whichever of its processes holds it now); 0 where not
     accounted. Page tables grow with the memory an honest worker touches (~2 MiB a GiB in 4 KiB
     pages: a 4 GiB workspace alone crossed a scaled floor, red team round 48), so they are left
-    out: cgroup v2 names them; v1 does not, so an allowance for the memory its processes map,
-    PAGE_TABLE_ALLOWANCE of it, comes off (at most its memory limit's share, as tmpfs or page
-    cache never needs page tables unless mapped)."""
+    out: cgroup v2 names them; v1 does not, so what its processes `pids` hold (their VmPTE) comes
+    off, at most PAGE_TABLE_ALLOWANCE of the memory they map (VmPTE counts a table shared by
+    vfork children once for each; a file mapped in 2 MiB folios needs none: red team round 49
+    got a 3.3 GiB mapping of host libraries credited as page tables when the allowance alone came
+    off). A process the look misses only makes the figure larger."""
     memory = worker.group.dirs.get("memory")
     if memory is None:
         return 0
@@ -156,12 +158,22 @@ def kernel_bytes(worker) -> int:
         if (memory / "memory.kmem.usage_in_bytes").exists():  # cgroup v1
             mapped = int(stat.get("rss", 0)) - int(stat.get("rss_huge", 0)) + int(stat.get("mapped_file", 0))
             kmem = int((memory / "memory.kmem.usage_in_bytes").read_text())
-            return max(0, kmem - int(mapped * PAGE_TABLE_ALLOWANCE))
+            return max(0, kmem - min(int(mapped * PAGE_TABLE_ALLOWANCE), page_tables(pids)))
         if "kernel" in stat:  # cgroup v2, Linux 5.18 and later
             return int(stat["kernel"]) - int(stat.get("pagetables", 0)) - int(stat.get("sec_pagetables", 0))
         return sum(int(stat.get(k, 0)) for k in ("slab", "kernel_stack", "percpu"))
     except (OSError, ValueError):
         return 0
+
+
+def page_tables(pids) -> int:
+    """Bytes of page tables the processes `pids` hold (VmPTE, as a live thread sees it)."""
+    total = 0
+    for pid in pids:
+        for line in live_view(pid, "status", b"VmPTE:").splitlines():
+            if line.startswith(b"VmPTE:"):
+                total += int(line.split()[1]) * 1024
+    return total
 
 
 def sandbox_pids(worker) -> set[int]:
@@ -216,9 +228,9 @@ def check() -> None:
         workers = [w for w in _watched if w.guard_verdict is None]
         dying = len(workers) < len(_watched)  # killed here, its files still being freed
     for worker in workers:
-        kernel = kernel_bytes(worker)  # first: no churn of processes hides from it
-        if kernel > KERNEL_FLOOR_BYTES or files_held(sandbox_pids(worker), FLOOR_FILES,
-                                                     COUNT_BUDGET_S) > FLOOR_FILES:
+        pids = sandbox_pids(worker)
+        kernel = kernel_bytes(worker, pids)  # first: no churn of processes hides from it
+        if kernel > KERNEL_FLOOR_BYTES or files_held(pids, FLOOR_FILES, COUNT_BUDGET_S) > FLOOR_FILES:
             kill(worker, use, kernel)
             dying = True
     if not dying and not _warned:
