@@ -102,7 +102,8 @@ def test_a_sandbox_whose_kernel_memory_is_over_its_floor_is_killed_whatever_its_
     parts where older kernels lack it). Round 48: page tables are not files: an honest worker
     with a 4 GiB workspace has ~8 MiB of them (v2 names them; on v1 its processes' VmPTE comes
     off). Round 49: on v1, no more than its processes hold: 3.3 GiB of host libraries mapped in
-    2 MiB folios need no page tables, and an allowance for them hid a chain's files."""
+    2 MiB folios need no page tables, and an allowance for them hid a chain's files. Round 50:
+    its largest address space's tables, not a sum (`page_tables`)."""
     floor, gib, tables = filetable.KERNEL_FLOOR_BYTES, 1 << 30, 8 << 20
     groups = {  # name: (memory.stat, v1 kmem or None for v2, VmPTE of its processes)
         "v1": ("rss 1000\nrss_huge 0\nmapped_file 0\n", floor + 10, 0),
@@ -129,17 +130,28 @@ def test_a_sandbox_whose_kernel_memory_is_over_its_floor_is_killed_whatever_its_
         in workers[3].guard_verdict
 
 
-def test_page_tables_are_what_the_processes_hold():
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(256 << 20); "
-                               "b[::4096] = b'x' * len(b[::4096]); print(1, flush=True); sys.stdin.read()"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def _toucher(mib: int) -> subprocess.Popen:
+    """A process that touched `mib` MiB, one byte a 4 KiB page, waiting on its stdin."""
+    proc = subprocess.Popen([sys.executable, "-c", f"import sys; b = bytearray({mib} << 20); "
+                             "b[::4096] = b'x' * len(b[::4096]); print(1, flush=True); sys.stdin.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"1"
+    return proc
+
+
+def test_page_tables_are_the_largest_address_space_s_not_a_sum():
+    """Round 50: vfork children sharing one address space each report its page tables; a sum
+    over them credited 12 MiB for 0.5 MiB. The largest one's only: never more than is charged."""
+    big, small = _toucher(256), _toucher(16)
     try:
-        assert holder.stdout.readline().strip() == b"1"
-        assert filetable.page_tables({holder.pid}) >= (256 << 20) // 512  # 8 bytes a 4 KiB page
-        assert filetable.page_tables({holder.pid, 1 << 30}) == filetable.page_tables({holder.pid})  # gone
+        most = filetable.page_tables({big.pid})
+        assert most >= (256 << 20) // 512  # 8 bytes a 4 KiB page
+        assert filetable.page_tables({big.pid, small.pid}) == most  # not the sum
+        assert filetable.page_tables({big.pid, 1 << 30}) == most  # a pid gone
     finally:
-        holder.kill()
-        holder.wait()
+        for proc in (big, small):
+            proc.kill()
+            proc.wait()
 
 
 def test_kernel_memory_reads_zero_where_no_memory_cgroup_accounts_it(tmp_path):

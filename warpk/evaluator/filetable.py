@@ -41,16 +41,14 @@ at a scaled floor, round 48).
 
 Not covered: where the memory cgroup does not account kernel memory (no cgroup, or
 cgroup.memory=nokmem: reads as 0), a chain outruns the look by pid; sandboxes of other processes
-(each evaluating process guards its own), reference workers (trusted code, in the trusted
-worker's process), a sandbox whose /proc this process cannot read (counted as 0: a non-root
-parent with non-dumpable workers), files kept open by kernel objects other than fd tables and
-mappings (fds in flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup refused,
+(each evaluating process guards its own), reference workers (trusted code, in the trusted worker's
+process), a sandbox whose /proc this process cannot read (counted as 0: a non-root parent with non-
+dumpable workers), files kept open by kernel objects other than fd tables and mappings (fds in
+flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup refused,
 warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a churning chain
-(~30,000-60,000; on cgroup v1 a little more where vfork children each count the page tables they
-share: at most 0.25/512 of what it maps), honest workers over that floor on a GPU host (not
-measured there: CUDA's own kernel memory), and a fill faster than the poll and the count
-(measured on the 2-core VM: ~200k files/s from C on both cores, so the table's last three
-quarters take ~9 s; poll and count ~1-3 s).
+(~30,000-60,000), honest workers over that floor on a GPU host (not measured there: CUDA's own
+kernel memory), and a fill faster than the poll and the count (measured on the 2-core VM: ~200k
+files/s from C on both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
 """
 
 from __future__ import annotations
@@ -145,11 +143,12 @@ def kernel_bytes(worker, pids: set[int] = frozenset()) -> int:
     mappings, stacks: what it made, whichever of its processes holds it now); 0 where not
     accounted. Page tables grow with the memory an honest worker touches (~2 MiB a GiB in 4 KiB
     pages: a 4 GiB workspace alone crossed a scaled floor, red team round 48), so they are left
-    out: cgroup v2 names them; v1 does not, so what its processes `pids` hold (their VmPTE) comes
-    off, at most PAGE_TABLE_ALLOWANCE of the memory they map (VmPTE counts a table shared by
-    vfork children once for each; a file mapped in 2 MiB folios needs none: red team round 49
-    got a 3.3 GiB mapping of host libraries credited as page tables when the allowance alone came
-    off). A process the look misses only makes the figure larger."""
+    out: cgroup v2 names them; v1 does not, so the page tables of its largest address space (the
+    most VmPTE of its processes `pids`) come off, at most PAGE_TABLE_ALLOWANCE of the memory they
+    map. Not a sum: vfork children sharing one address space each report its tables (red team
+    round 50: 24 of them made 0.5 MiB of tables read as 12 MiB); and not the allowance alone: a
+    file mapped in 2 MiB folios needs no tables (round 49: 3.3 GiB of host libraries earned 7.4
+    MiB). A process the look misses, or a second address space, only makes the figure larger."""
     memory = worker.group.dirs.get("memory")
     if memory is None:
         return 0
@@ -167,13 +166,14 @@ def kernel_bytes(worker, pids: set[int] = frozenset()) -> int:
 
 
 def page_tables(pids) -> int:
-    """Bytes of page tables the processes `pids` hold (VmPTE, as a live thread sees it)."""
-    total = 0
+    """Bytes of page tables of the largest address space among the processes `pids` (VmPTE, as a
+    live thread sees it; the kernel escapes a process's name, so no line of it starts so)."""
+    most = 0
     for pid in pids:
         for line in live_view(pid, "status", b"VmPTE:").splitlines():
             if line.startswith(b"VmPTE:"):
-                total += int(line.split()[1]) * 1024
-    return total
+                most = max(most, int(line.split()[1]) * 1024)
+    return most
 
 
 def sandbox_pids(worker) -> set[int]:
