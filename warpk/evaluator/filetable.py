@@ -70,7 +70,7 @@ HIDDEN = 1 << 40  # the count of a process hiding its mappings (`_mappings`)
 SETTLE_S = 0.05
 COUNT_BUDGET_S = 1.0  # to count one sandbox (an honest one: ~1 ms); past it, it is over the floor
 KERNEL_FLOOR_BYTES = 32 << 20  # kernel memory of a sandbox's group past which it is killed
-PAGE_TABLE_ALLOWANCE = 1.25 / 512  # of the bytes mapped: 8 bytes of page table a 4 KiB page, and more
+PAGE_TABLE_ALLOWANCE = 1.01 / 512  # of its anonymous memory: 8 bytes a 4 KiB page, and the levels above
 
 _watched: set = set()  # the candidates' UntrustedProcess objects alive in this process
 _changed = threading.Condition()
@@ -148,14 +148,18 @@ def kernel_bytes(worker, pids: set[int] = frozenset()) -> int:
     map. Not a sum: vfork children sharing one address space each report its tables (red team
     round 50: 24 of them made 0.5 MiB of tables read as 12 MiB); and not the allowance alone: a
     file mapped in 2 MiB folios needs no tables (round 49: 3.3 GiB of host libraries earned 7.4
-    MiB). A process the look misses, or a second address space, only makes the figure larger."""
+    MiB). Of anonymous memory only (rss less its huge pages): the trusted worker's reads of a
+    worker's outputs (process_vm_readv) make tables charged to the reader that show in the
+    worker's VmPTE, on memory a candidate can leave untouched, mapped from a memfd or zero pages
+    counted in no rss (round 51). A process the look misses, or a second address space, only
+    makes the figure larger."""
     memory = worker.group.dirs.get("memory")
     if memory is None:
         return 0
     try:
         stat = dict(line.split() for line in (memory / "memory.stat").read_text().splitlines())
         if (memory / "memory.kmem.usage_in_bytes").exists():  # cgroup v1
-            mapped = int(stat.get("rss", 0)) - int(stat.get("rss_huge", 0)) + int(stat.get("mapped_file", 0))
+            mapped = int(stat.get("rss", 0)) - int(stat.get("rss_huge", 0))
             kmem = int((memory / "memory.kmem.usage_in_bytes").read_text())
             return max(0, kmem - min(int(mapped * PAGE_TABLE_ALLOWANCE), page_tables(pids)))
         if "kernel" in stat:  # cgroup v2, Linux 5.18 and later
