@@ -42,13 +42,14 @@ at a scaled floor, round 48).
 Not covered: where the memory cgroup does not account kernel memory (no cgroup, or
 cgroup.memory=nokmem: reads as 0), a chain outruns the look by pid; sandboxes of other processes
 (each evaluating process guards its own), reference workers (trusted code, in the trusted worker's
-process), a sandbox whose /proc this process cannot read (counted as 0: a non-root parent with non-
-dumpable workers), files kept open by kernel objects other than fd tables and mappings (fds in
+process), a sandbox whose /proc this process cannot read (counted as 0: a non-root parent with
+non-dumpable workers), files kept open by kernel objects other than fd tables and mappings (fds in
 flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup refused,
 warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a churning chain
-(~30,000-60,000), honest workers over that floor on a GPU host (not measured there: CUDA's own
-kernel memory), and a fill faster than the poll and the count (measured on the 2-core VM: ~200k
-files/s from C on both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
+(~30,000-60,000; on cgroup v1 CPU lanes more, up to its memory limit / 507 of kernel memory: round
+52), honest workers over that floor on a GPU host (not measured there: CUDA's own kernel memory),
+and a fill faster than the poll and the count (measured on the 2-core VM: ~200k files/s from C on
+both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
 """
 
 from __future__ import annotations
@@ -148,18 +149,21 @@ def kernel_bytes(worker, pids: set[int] = frozenset()) -> int:
     map. Not a sum: vfork children sharing one address space each report its tables (red team
     round 50: 24 of them made 0.5 MiB of tables read as 12 MiB); and not the allowance alone: a
     file mapped in 2 MiB folios needs no tables (round 49: 3.3 GiB of host libraries earned 7.4
-    MiB). Of anonymous memory only (rss less its huge pages): the trusted worker's reads of a
-    worker's outputs (process_vm_readv) make tables charged to the reader that show in the
-    worker's VmPTE, on memory a candidate can leave untouched, mapped from a memfd or zero pages
-    counted in no rss (round 51). A process the look misses, or a second address space, only
-    makes the figure larger."""
+    MiB). Of anonymous memory only (rss, its 2 MiB pages included: each keeps one 4 KiB table
+    aside, round 52): the trusted worker's reads of a worker's outputs (process_vm_readv) make
+    tables charged to the reader that show in the worker's VmPTE, over memory a candidate can
+    leave untouched, mapped from a memfd or zero pages counted in no rss (round 51). Not covered
+    (round 52): anonymous memory the candidate writes after such a read sits on the reader's
+    tables, so up to PAGE_TABLE_ALLOWANCE of its anonymous memory (its memory limit / 507) can be
+    credited without being charged to it. A process the look misses, or a second address space,
+    only makes the figure larger."""
     memory = worker.group.dirs.get("memory")
     if memory is None:
         return 0
     try:
         stat = dict(line.split() for line in (memory / "memory.stat").read_text().splitlines())
         if (memory / "memory.kmem.usage_in_bytes").exists():  # cgroup v1
-            mapped = int(stat.get("rss", 0)) - int(stat.get("rss_huge", 0))
+            mapped = int(stat.get("rss", 0))  # anonymous, huge pages included (one table each 2 MiB)
             kmem = int((memory / "memory.kmem.usage_in_bytes").read_text())
             return max(0, kmem - min(int(mapped * PAGE_TABLE_ALLOWANCE), page_tables(pids)))
         if "kernel" in stat:  # cgroup v2, Linux 5.18 and later
