@@ -46,10 +46,9 @@ process), a sandbox whose /proc this process cannot read (counted as 0: a non-ro
 non-dumpable workers), files kept open by kernel objects other than fd tables and mappings (fds in
 flight: bounded per user by RLIMIT_NOFILE, round 37; AIO: io_setup refused,
 warpk.evaluator.seccomp), up to KERNEL_FLOOR_BYTES of files per sandbox behind a churning chain
-(~30,000-60,000; on cgroup v1 CPU lanes more, up to its memory limit / 507 of kernel memory: round
-52), honest workers over that floor on a GPU host (not measured there: CUDA's own kernel memory),
-and a fill faster than the poll and the count (measured on the 2-core VM: ~200k files/s from C on
-both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
+(~30,000-60,000), honest workers over that floor on a GPU host (not measured there: CUDA's own
+kernel memory), and a fill faster than the poll and the count (measured on the 2-core VM: ~200k
+files/s from C on both cores, so the table's last three quarters take ~9 s; poll and count ~1-3 s).
 """
 
 from __future__ import annotations
@@ -152,11 +151,10 @@ def kernel_bytes(worker, pids: set[int] = frozenset()) -> int:
     MiB). Of anonymous memory only (rss, its 2 MiB pages included: each keeps one 4 KiB table
     aside, round 52): the trusted worker's reads of a worker's outputs (process_vm_readv) make
     tables charged to the reader that show in the worker's VmPTE, over memory a candidate can
-    leave untouched, mapped from a memfd or zero pages counted in no rss (round 51). Not covered
-    (round 52): anonymous memory the candidate writes after such a read sits on the reader's
-    tables, so up to PAGE_TABLE_ALLOWANCE of its anonymous memory (its memory limit / 507) can be
-    credited without being charged to it. A process the look misses, or a second address space,
-    only makes the figure larger."""
+    leave untouched, mapped from a memfd or zero pages counted in no rss (round 51); and no
+    output is read off a private page the worker never touched (warpk.evaluator.touched: memory
+    written after such a read sat on the reader's tables, round 52). A process the look misses,
+    or a second address space, only makes the figure larger."""
     memory = worker.group.dirs.get("memory")
     if memory is None:
         return 0

@@ -38,6 +38,7 @@ from warpk.evaluator.errors import HarnessError
 from warpk.evaluator.fds import dispose
 from warpk.evaluator.protocol import ProtocolError
 from warpk.evaluator.resources import FILES_PER_PROCESS
+from warpk.evaluator.touched import untouched_page
 
 IOV_MAX = 1024
 WORKER_MODULE = b"warpk.evaluator.untrusted"
@@ -95,7 +96,14 @@ def open_pidfd(pid: int | None) -> int | None:
 
 def read_into(pid: int, address: int, nbytes: int, into_address: int) -> None:
     """Copy `nbytes` at `address` in process `pid` to `into_address` here (ProtocolError if the
-    worker's memory does not hold them)."""
+    worker's memory does not hold them, or holds them on pages it never touched: touched.py)."""
+    try:
+        page = untouched_page(pid, address, nbytes)
+    except OSError as err:
+        raise ProtocolError(f"the worker's outputs cannot be checked at {address:#x}: {err}") from err
+    if page is not None:
+        raise ProtocolError(f"the worker's outputs lie on a page it never touched ({page:#x}), where "
+                            "our read would make its page tables")
     done = 0
     while done < nbytes:
         chunk = min(nbytes - done, 1 << 30)
