@@ -24,8 +24,9 @@ MAPS_BUDGET_S = 1.0  # to read the worker's maps (their length is its choice: re
 
 
 def untouched_page(pid: int, address: int, nbytes: int) -> int | None:
-    """The first page of [address, address + nbytes) in `pid` that has no page table entry and
-    lies in no shared mapping, else None (OSError where /proc refuses)."""
+    """The first page of [address, address + nbytes) in a private mapping of `pid` that has no
+    page table entry, else None (a page in no mapping is left to the read, which fails there
+    without making a table; OSError where /proc refuses)."""
     first, last = address // PAGE, (address + nbytes - 1) // PAGE
     entries = array.array("Q")
     with open(f"/proc/{pid}/pagemap", "rb", buffering=0) as pagemap:
@@ -35,23 +36,20 @@ def untouched_page(pid: int, address: int, nbytes: int) -> int | None:
     missing += [(first + i) * PAGE for i in range(len(entries), last - first + 1)]  # past its end
     if not missing:
         return None
-    shared = _shared_ranges(pid, missing[0], missing[-1] + PAGE)
-    for page in missing:
-        if not any(start <= page < end for start, end in shared):
-            return page
-    return None
+    private = _private_ranges(pid, missing[0], missing[-1] + PAGE)
+    return next((page for page in missing if any(start <= page < end for start, end in private)), None)
 
 
-def _shared_ranges(pid: int, low: int, high: int) -> list[tuple[int, int]]:
-    """The shared mappings of `pid` overlapping [low, high); a maps file that takes longer than
-    MAPS_BUDGET_S to read counts as none."""
+def _private_ranges(pid: int, low: int, high: int) -> list[tuple[int, int]]:
+    """The private mappings of `pid` overlapping [low, high); a maps file that takes longer than
+    MAPS_BUDGET_S to read counts as one private mapping over all of it."""
     found, deadline = [], time.monotonic() + MAPS_BUDGET_S
     with open(f"/proc/{pid}/maps", "rb") as maps:
         for line in maps:
             if time.monotonic() > deadline:
-                return []
+                return [(low, high)]
             span, perms = line.split(b" ", 2)[:2]
             start, end = (int(x, 16) for x in span.split(b"-"))
-            if start < high and end > low and perms[3:4] == b"s":
+            if start < high and end > low and perms[3:4] == b"p":
                 found.append((start, end))
     return found
