@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 
@@ -34,10 +35,13 @@ def worker():
     proc.wait()
 
 
-def test_written_pages_and_untouched_shared_ones_are_read(worker):
+def test_written_pages_are_read_and_untouched_shared_ones_are_not(worker):
+    """Round 53: a shared mapping read untouched can be replaced by private memory over the
+    tables the read made, so it needs its entries too (the harness touches its outputs)."""
     pid, private, shared = worker
     assert untouched_page(pid, private, 32 * PAGE) is None
-    assert untouched_page(pid, shared, 16 * PAGE) is None
+    assert untouched_page(pid, shared, 16 * PAGE) == shared
+    assert untouched_page(pid, 0, PAGE) == 0  # no mapping: refused too
     into = bytearray(32 * PAGE)
     read_into(pid, private, 32 * PAGE, ctypes.addressof(ctypes.c_char.from_buffer(into)))
     assert bytes(into) == b"x" * (32 * PAGE)
@@ -55,3 +59,20 @@ def test_an_answer_on_untouched_private_pages_is_refused_before_any_read(worker)
 
 def _page_tables(pid: int) -> str:
     return next(line for line in open(f"/proc/{pid}/status") if line.startswith("VmPTE"))
+
+
+def test_the_harness_touches_every_page_of_its_outputs_first():
+    """An honest answer that is a view of input pages it never read (here: a fresh mapping never
+    touched) passes once the harness has read a byte of each page."""
+    import mmap
+
+    import torch
+
+    from warpk.evaluator.untrusted import touch_pages
+
+    region = mmap.mmap(-1, 8 * PAGE, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+    view = torch.frombuffer(region, dtype=torch.float32)[PAGE // 8:]  # from mid-page on
+    assert untouched_page(os.getpid(), view.data_ptr(), view.numel() * 4) is not None
+    touch_pages(torch, view)
+    assert untouched_page(os.getpid(), view.data_ptr(), view.numel() * 4) is None
+    del view

@@ -38,6 +38,8 @@ from warpk.evaluator.devices import Device
 from warpk.evaluator.protocol import TensorSpec
 from warpk.evaluator.transport import Carrier, dtype_name
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
 CANDIDATE_FILE = "candidate.py"
 
 
@@ -206,6 +208,8 @@ class Harness:
         tensors = [o for call in flat for o in call]
         if not dev.cuda:  # the trusted side copies them out of this process's memory, frozen
             kept = [t.detach().contiguous() for t in tensors]
+            for t in kept:  # their page tables made here, not by its read (touched.py)
+                touch_pages(torch, t)
             self.sent = (kept, staged)
             it = iter(TensorSpec(t.data_ptr(), dtype_name(t.dtype), list(t.shape)) for t in kept)
             return wire.Ran("ok", None, msg.nonce, [[next(it) for _ in call] for call in flat], []), None
@@ -272,6 +276,18 @@ class Harness:
                 ran, self.out_fd = self.on_go(msg, fd)
                 wire.send(self.sock, ran)  # its outbox fd by number: taken, never sent (remote.py)
                 sent = msg
+
+
+def touch_pages(torch, t) -> None:
+    """Read one byte of every page `t` spans (a view of an input never read, say), so each has
+    its page table entry before the trusted side reads it (warpk.evaluator.touched refuses a
+    page without one)."""
+    raw = t.reshape(-1).view(torch.uint8)  # contiguous: its bytes, in order
+    if raw.numel():
+        first_boundary = PAGE_BYTES - t.data_ptr() % PAGE_BYTES
+        if first_boundary < raw.numel():
+            raw[torch.arange(first_boundary, raw.numel(), PAGE_BYTES)].sum()
+        raw[0].item(), raw[-1].item()
 
 
 def allow_the_trusted_reader() -> None:
