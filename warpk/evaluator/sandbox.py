@@ -55,7 +55,7 @@ the reference is timed through the same harness in a worker of its own, in this 
   closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
   no close of what it made waits (rounds 38-39, corpus 61, 63); past a quarter of fs.file-max
   in use, every sandbox holding over 16384 files (fds, mappings) or 32 MiB of kernel memory
-  besides page tables (no churn of processes hides that: round 47) is killed (filetable, 43-48).
+  besides page tables (no churn of processes hides that: round 47) is killed (filetable, 43-53).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
   keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
   can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
