@@ -76,3 +76,20 @@ def test_the_harness_touches_every_page_of_its_outputs_first():
     touch_pages(torch, view)
     assert untouched_page(os.getpid(), view.data_ptr(), view.numel() * 4) is None
     del view
+
+
+def test_only_outputs_over_the_inputs_are_touched_and_conjugates_are_resolved():
+    """Round 54: touching every output cost 15-45 us a tensor inside the timed round trip, which
+    a candidate could skip; only views of the inputs need it. And a lazy conjugate's raw bytes
+    are not its values (an honest `.conj()` output crashed the harness, and before that was read
+    unconjugated)."""
+    import torch
+
+    from warpk.evaluator.untrusted import input_spans
+
+    buffer = torch.zeros(1024)
+    inputs = [[buffer[:512], buffer[512:], 3]]
+    (span,) = input_spans(inputs)  # one storage, once
+    assert span == (buffer.data_ptr(), buffer.data_ptr() + 4096)
+    z = torch.tensor([1 + 2j], dtype=torch.complex64).conj()
+    assert z.detach().resolve_conj().resolve_neg().contiguous().view(torch.float32).tolist() == [1.0, -2.0]
