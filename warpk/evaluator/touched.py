@@ -8,9 +8,11 @@ its page tables on cgroup v1 (red team round 52: 512 MiB written after a read of
 worker frozen, every page of the range must already have its page table entry (present or
 swapped, /proc/PID/pagemap), whatever the mapping: a shared one may be replaced by private
 anonymous memory over the same tables once the worker is thawed (round 53), and a page in no
-mapping could, before Linux 6.5, grow a stack under the read. The worker's harness reads one byte
-of each page of its outputs before it answers (untrusted.touch_pages: a view of an input never
-read has none), so an honest answer always passes; a candidate that skips that fails only itself.
+mapping could, before Linux 6.5, grow a stack under the read. A computed output was written; an
+output over the inputs' memory (a view of an input never read) gets its pages read by the
+worker's harness before it answers (untrusted.touch_pages), so an honest answer passes, and a
+candidate that skips that fails only itself. An output on memory never written (torch.empty
+left as it is) is refused: `crashed`, where it would have been `incorrect` (corpus 05, 17).
 
 Non-goals: no reading (warpk.evaluator.remote).
 """
