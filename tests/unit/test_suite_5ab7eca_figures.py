@@ -20,7 +20,7 @@ def summary(name: str) -> tuple[str, float]:
 def test_the_suite_rows_recompute_from_the_pytest_lines():
     for commit, name in (("e096e21", "pytest-e096e21-split.txt"), ("5ab7eca", "pytest-5ab7eca.txt"),
                          ("b83f4f3", "pytest-b83f4f3.txt"), ("47f1a75", "pytest-47f1a75.txt"),
-                         ("91151d0", "pytest-91151d0.txt")):
+                         ("91151d0", "pytest-91151d0.txt"), ("7510972", "pytest-7510972.txt")):
         counts, wall = summary(name)
         shown = (f"| {wall:.0f} s |", f"| **{wall:.0f} s** |")
         assert f"| {counts} | " in TEXT and any(w in TEXT for w in shown), commit
