@@ -39,12 +39,19 @@ class FreezeError(RuntimeError):
     """The candidate could not be confirmed frozen (its verdict: it cannot be timed cleanly)."""
 
 
-def process_state(pid: int) -> str | None:
-    """The process's state letter from /proc (R, S, T, Z, ...), or None where it is gone."""
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command's name (which may hold spaces and parentheses):
+    state, ppid, ...; None where the process is gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def process_state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, T, Z, ...), or None where it is gone."""
+    fields = stat_fields(pid)
+    return fields[0] if fields else None
 
 
 def process_tree(root: int) -> set[int]:

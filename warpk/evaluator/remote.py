@@ -149,10 +149,10 @@ def worker_pid(root: int) -> int | None:
 
 
 def _parent(pid: int) -> int | None:
-    try:  # the fields after the command's name, which may hold spaces and parentheses
-        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    from warpk.evaluator.freeze import stat_fields
+
+    fields = stat_fields(pid)
+    return int(fields[1]) if fields and len(fields) > 1 else None
 
 
 # The worker lets us (a sibling, not its parent) read its memory and take its fds as the first
