@@ -301,8 +301,8 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
                 verify(ref_out, out, f"timed call {i} of batch {batch}")
             del ref_outs, new_outs
             if os.environ.get("WARPK_DEBUG_TIMING"):  # with WARPK_WORKER_LOGS: the trusted worker's log
-                print(f"batch {batch} k={k} reference {ref_wall:.3f} ms candidate {new_wall:.3f} ms",
-                      file=sys.stderr, flush=True)
+                print(f"batch {batch} k={k} reference {ref_wall:.3f} ms candidate {new_wall:.3f} ms "
+                      f"({order[0]} first)", file=sys.stderr, flush=True)
             if batch >= WARMUP_BATCHES:
                 ref_ms.append(ref_wall / k)
                 new_ms.append(new_wall / k)
