@@ -22,6 +22,7 @@ the sandbox already lives in a group of its own, and that group is the one froze
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import signal
@@ -72,6 +73,42 @@ def process_tree(root: int) -> set[int]:
             except (OSError, ValueError):
                 continue
     return found
+
+
+KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+KCMP_VM = 1
+KCMP_MOST_ALIKE = 64  # pids of one VmRSS compared pairwise at most (a bigger bucket: each counted)
+
+
+def same_address_space(a: int, b: int) -> bool:
+    """Whether processes `a` and `b` share one address space (vfork, CLONE_VM): kcmp(2); False
+    where it cannot say (then both are counted: more, never less)."""
+    if KCMP_SYSCALL is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(KCMP_SYSCALL, a, b, KCMP_VM, 0, 0) == 0
+
+
+def resident_kb(values: dict[int, int]) -> int:
+    """The sum of per-process VmRSS `values` (kB by pid), each address space once: vfork children
+    share their parent's and each reports all of it (red team round 50: 24 of them multiplied a
+    worker's memory). Processes of one address space read a moment apart report the same figure,
+    so only those alike are compared; a figure read while it changed, or a bucket past
+    KCMP_MOST_ALIKE, is counted for each process (more, never less than the memory held)."""
+    buckets: dict[int, list[int]] = {}
+    for pid, kb in values.items():
+        buckets.setdefault(kb, []).append(pid)
+    total = 0
+    for kb, pids in buckets.items():
+        if len(pids) > KCMP_MOST_ALIKE:
+            total += kb * len(pids)
+            continue
+        spaces: list[int] = []  # one pid of each distinct address space
+        for pid in pids:
+            if not any(same_address_space(pid, seen) for seen in spaces):
+                spaces.append(pid)
+        total += kb * len(spaces)
+    return total
 
 
 def live_view(pid: int, name: str, marker: bytes = b"\n") -> bytes:

@@ -113,7 +113,7 @@ from pathlib import Path
 
 from warpk.evaluator import filetable
 from warpk.evaluator.fds import close_apart
-from warpk.evaluator.freeze import live_view, process_tree
+from warpk.evaluator.freeze import live_view, process_tree, resident_kb
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.mounts import host_folders, mount
 from warpk.evaluator.resources import (
@@ -358,12 +358,12 @@ class UntrustedProcess:
             filetable.watch(self)
 
     def rss_gb(self) -> float:
-        """Resident memory of the worker and everything it spawned."""
-        total_kb = 0
+        """Resident memory of the worker and everything it spawned, each address space once."""
+        values = {}
         for pid in process_tree(self.proc.pid):  # a live thread's view (freeze.live_view)
             status = live_view(pid, "status", b"VmRSS:").decode(errors="replace").splitlines()
-            total_kb += sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-        return total_kb / 1024**2
+            values[pid] = sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        return resident_kb(values) / 1024**2
 
     def stderr_tail(self, chars: int = 300) -> str:
         """The last non-empty line it wrote (from the pipe's last 4 KiB: the candidate wrote it)."""
