@@ -231,7 +231,7 @@ def test_the_record_is_assembled_from_the_steps_that_ran():
     steps.ref_energy = stored_reference(spent_s=2.0)
     assert steps.fields() == {"device": "fake device", "compile_s": 1.0, "energy_s": 2.0}
     steps.correct = Correctness(seed=3, max_abs_err=1e-6, max_rel_err=1e-5)
-    steps.timed = Timing(4, (2.0,) * 9, (1.0,) * 9, "fake")
+    steps.timed = Timing(4, (2.0,) * 10, (1.0,) * 10, "fake")
     fields = steps.fields()
     assert fields["max_abs_err"] == 1e-6 and fields["speedup"] == pytest.approx(2.0)
     assert "flops" not in fields and "energy_error" not in fields  # not run: not in the record

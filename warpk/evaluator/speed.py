@@ -1,8 +1,9 @@
 """Speed statistics of the interleaved timed batches (warpk.evaluator.trusted).
 
-The speedup is the median of the per-batch reference/candidate ratios, robust to a stalled
-batch, with a distribution-free 95% interval from order statistics; "faster" (records.faster)
-means its lower end is above 1 + records.SPEED_BIAS_MARGIN.
+The speedup is the median of the per-batch reference/candidate ratios (interleaved batches: per
+pair of batches, each side once first and once second), robust to a stalled batch, with a
+distribution-free 95% interval from order statistics; "faster" (records.faster) means its lower
+end is above 1 + records.SPEED_BIAS_MARGIN.
 
 Non-goals: no timing itself, no torch.
 """
@@ -27,16 +28,25 @@ def median_interval(values: list[float]) -> tuple[float, float]:
     return ordered[k - 1], ordered[n - k]
 
 
-def speed_summary(ref_ms: list[float], new_ms: list[float]) -> dict:
+def speed_summary(ref_ms: list[float], new_ms: list[float], pairs: bool = False) -> dict:
     """Medians and IQRs per call; the speedup is the median of the per-batch ratios (robust to a
-    stalled batch) with its distribution-free 95% interval."""
+    stalled batch) with its distribution-free 95% interval. `pairs`: batches taken in pairs, each
+    side first in one and second in the other (timing_phase.time_batches), and the ratio is per
+    pair (the sums of its two batches): whatever the second side of a batch gains or loses by
+    coming second cancels in it (H100, 2026-12-07: on huge L1 tasks the second side's batch was
+    ~12% faster about half the time, so per-batch ratios of copies spread over 0.89-1.13)."""
     def iqr(values):
         if len(values) < 2:
             return 0.0
         q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
         return q3 - q1
 
-    ratios = [r / n for r, n in zip(ref_ms, new_ms, strict=True)]
+    if pairs:
+        if len(ref_ms) % 2 or len(new_ms) != len(ref_ms):
+            raise ValueError(f"{len(ref_ms)} and {len(new_ms)} batches are not whole pairs")
+        ratios = [(ref_ms[i] + ref_ms[i + 1]) / (new_ms[i] + new_ms[i + 1]) for i in range(0, len(ref_ms), 2)]
+    else:
+        ratios = [r / n for r, n in zip(ref_ms, new_ms, strict=True)]
     low, high = median_interval(ratios)
     return dict(
         runtime_ms=statistics.median(new_ms),

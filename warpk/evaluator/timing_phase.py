@@ -3,31 +3,32 @@ trusted worker's clock only.
 
 A timed batch is K calls, each on fresh inputs. For either side the time of a batch is this
 process's clock from sending the `Go` that carries the batch's inputs to holding copies of its
-outputs here (`Link.go`): the reference runs in a worker of its own that is the candidate's
-harness with the task's Model in it (warpk.evaluator.reference), so delivery, mapping and launch
-cost the same on both sides and cancel in the ratio. Nothing the candidate's process reports is
-used. Per batch, reference and candidate run in a random order (a task over BIG_IO_BYTES: the
-second on the same inputs drawn again; an order fixed for those gave the copies of upstream L1's
-huge elementwise problems 1.03-1.17 on the H200 and the H100); while the reference runs,
-the candidate's sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first
-WARMUP_BATCHES warm both up and are not used. Every timed call's output is verified against the reference
-worker's. Speedup = median of the per-batch ratios with its distribution-free 95% interval.
-A frozen candidate's queued GPU kernels still run and its armed timers still fire (waking the
-CPU the reference runs on), and what its sandbox leaves to the kernel outlives even its death
-(red team round 29: SysV memory freed by a kworker on the lane's core after the kill), so the
-reference is also timed alone before any candidate code runs (`Baseline`, measured by
-Session.reference_baseline: back to back, the candidate's idle harness and the worker started
-ahead frozen), once a minute per task, shape and lane (`AloneTimes`); its batch size is then
-every candidate's K. Where the interleaved reference was slower than that beyond noise
-(`slowed`), either the candidate slowed it or taking turns slows both sides (copies of
-upstream CNNs, single L1 ops and an LSTM on the H100: both 1.1-1.8x slower interleaved than
-alone, docs/benchmarks.md), so the candidate is timed alone too (`candidate_alone`: back to back,
-the reference worker idle; its outputs verified afterwards by `check_alone`), and the speedup is
-the interleaved ratio unless that lies above the whole 95% interval of the both-alone ratio, then
-the both-alone ratio (`Timing.fields`). Slowing the reference raises only the first; the second
-has nothing of the candidate in the reference's batches; so a slowed reference gains at most the
-upper half of the both-alone interval, and a copy is not pulled down by taking the lower of two
-noisy ratios.
+outputs here (`Link.go`): the reference runs in a worker of its own that is the candidate's harness
+with the task's Model in it (warpk.evaluator.reference), so delivery, mapping and launch cost the
+same on both sides and cancel in the ratio. Nothing the candidate's process reports is used. Batches
+come in pairs: the first of a pair in a random order, the second the other way (a task over
+BIG_IO_BYTES: the second side of a batch on the same inputs drawn again; an order fixed for those
+gave the copies of upstream L1's huge elementwise problems 1.03-1.17 on the H200 and the H100, and a
+random order per batch 0.89-1.13 on the H100: coming second was ~12% faster about half the time),
+and the ratio is taken per pair (warpk.evaluator.speed); while the reference runs, the candidate's
+sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first WARMUP_BATCHES warm
+both up and are not used. Every timed call's output is verified against the reference worker's.
+Speedup = median of the per-pair ratios with its distribution-free 95% interval. A frozen
+candidate's queued GPU kernels still run and its armed timers still fire (waking the CPU the
+reference runs on), and what its sandbox leaves to the kernel outlives even its death (red team
+round 29: SysV memory freed by a kworker on the lane's core after the kill), so the reference is
+also timed alone before any candidate code runs (`Baseline`, measured by Session.reference_baseline:
+back to back, the candidate's idle harness and the worker started ahead frozen), once a minute per
+task, shape and lane (`AloneTimes`); its batch size is then every candidate's K. Where the
+interleaved reference was slower than that beyond noise (`slowed`), either the candidate slowed it
+or taking turns slows both sides (copies of upstream CNNs, single L1 ops and an LSTM on the H100:
+both 1.1-1.8x slower interleaved than alone, docs/benchmarks.md), so the candidate is timed alone
+too (`candidate_alone`: back to back, the reference worker idle; its outputs verified afterwards by
+`check_alone`), and the speedup is the interleaved ratio unless that lies above the whole 95%
+interval of the both-alone ratio, then the both-alone ratio (`Timing.fields`). Slowing the reference
+raises only the first; the second has nothing of the candidate in the reference's batches; so a
+slowed reference gains at most the upper half of the both-alone interval, and a copy is not pulled
+down by taking the lower of two noisy ratios.
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (session.Session.run).
 """
@@ -49,7 +50,8 @@ from warpk.evaluator.speed import speed_summary
 
 MAX_CALLS_PER_BATCH = 4096
 # Batches before the timed ones, not used: the candidate's worker is a fresh process (its
-# allocator grows in the first batches), the reference worker a warm one.
+# allocator grows in the first batches), the reference worker a warm one. One pair (even: the
+# timed batches' pairs start at an even batch).
 WARMUP_BATCHES = 2
 # The baseline's warmup: at least this much of the reference's batches before the timed ones.
 BASELINE_WARMUP_MS = 200.0
@@ -108,7 +110,7 @@ class Timing:
         cannot say."""
         ref_ms, new_ms = list(self.ref_ms), list(self.new_ms)
         head = dict(calls_per_batch=self.calls_per_batch, batches=len(new_ms), freeze=self.freeze)
-        taking_turns = speed_summary(ref_ms, new_ms)
+        taking_turns = speed_summary(ref_ms, new_ms, pairs=True)
         if not alone_ms:
             return {**head, **taking_turns}
         alone, interleaved = statistics.median(alone_ms), statistics.median(ref_ms)
@@ -127,7 +129,7 @@ class Timing:
             return {**head, **wider(chosen, taking_turns), **extra, "basis": basis,
                     "new_alone_runtime_ms": statistics.median(self.new_alone_ms),
                     "ref_alone_after_runtime_ms": after}
-        scaled = speed_summary([r * factor for r in ref_ms], new_ms)
+        scaled = speed_summary([r * factor for r in ref_ms], new_ms, pairs=True)
         return {**head, **wider(scaled, taking_turns), **extra}
 
 
@@ -260,12 +262,14 @@ def calls_per_batch(ref_call_s: float, io_bytes: float, batch_target_ms: float,
 def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[[int], list],
                  verify: Callable[[list, list, str], object], k: int, batches: int, big: bool,
                  torch=None) -> Timing:
-    """`batches` used batches of `k` calls (after WARMUP_BATCHES). `draw(seed)` gives one call's
-    inputs, `verify(ref_outputs, candidate_outputs, where)` raises on a mismatch. The two sides
-    run in a random order per batch; `big`: the second on the same inputs drawn again (one set of
+    """`batches` used batches of `k` calls (after WARMUP_BATCHES; an odd count rounds up to whole
+    pairs). `draw(seed)` gives one call's inputs, `verify(ref_outputs, candidate_outputs, where)`
+    raises on a mismatch. The two sides run in a random order in a pair's first batch and the
+    other way in its second; `big`: the second on the same inputs drawn again (one set of
     outputs on the device at a time besides the delivered ones), each giving its device memory
     back before the other runs."""
     ref_ms, new_ms = [], []
+    batches += batches % 2  # whole pairs
 
     # Each side is frozen from its answer to our next message (link.py), so what it does after
     # answering (freeing, unmapping) waits for its next Stage and never overlaps the other's batch.
@@ -287,7 +291,10 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
         for batch in range(batches + WARMUP_BATCHES):  # the first warm both up, unused
             seeds = [secrets.randbits(63) for _ in range(k)]
             calls = [draw(seed) for seed in seeds]
-            order = ("candidate", "reference") if secrets.randbelow(2) else ("reference", "candidate")
+            if batch % 2 == 0:  # a pair's first batch in a random order, its second the other way
+                order = ("candidate", "reference") if secrets.randbelow(2) else ("reference", "candidate")
+            else:
+                order = order[::-1]
             prints = [fingerprint(torch, c) for c in calls] if big else None
             done = {}
             for side in order:
