@@ -33,8 +33,9 @@ def speed_summary(ref_ms: list[float], new_ms: list[float], pairs: bool = False)
     stalled batch) with its distribution-free 95% interval. `pairs`: batches taken in pairs, each
     side first in one and second in the other (timing_phase.time_batches), and the ratio is per
     pair (the sums of its two batches): whatever the second side of a batch gains or loses by
-    coming second cancels in it (H100, 2026-12-07: on huge L1 tasks the second side's batch was
-    ~12% faster about half the time, so per-batch ratios of copies spread over 0.89-1.13)."""
+    coming second cancels in it (H100, 2026-12-07: on huge L1 elementwise tasks a side's batch
+    was in a ~10% faster mode in 29-37% of the batches it came second in, 4-11% of those it came
+    first in)."""
     def iqr(values):
         if len(values) < 2:
             return 0.0

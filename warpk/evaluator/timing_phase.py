@@ -9,7 +9,7 @@ same on both sides and cancel in the ratio. Nothing the candidate's process repo
 come in pairs: the first of a pair in a random order, the second the other way (a task over
 BIG_IO_BYTES: the second side of a batch on the same inputs drawn again; an order fixed for those
 gave the copies of upstream L1's huge elementwise problems 1.03-1.17 on the H200 and the H100, and a
-random order per batch 0.89-1.13 on the H100: coming second was ~12% faster about half the time),
+random order per batch left a side coming second ~10% faster in a third of the batches on the H100),
 and the ratio is taken per pair (warpk.evaluator.speed); while the reference runs, the candidate's
 sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first WARMUP_BATCHES warm
 both up and are not used. Every timed call's output is verified against the reference worker's.
