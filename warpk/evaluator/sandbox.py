@@ -57,36 +57,39 @@ the reference is timed through the same harness in a worker of its own, in this 
   in use, every sandbox holding over 16384 files (fds, mappings) or 32 MiB of kernel memory
   besides page tables (no churn of processes hides that: round 47) is killed (filetable, 43-53).
   Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
-  keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate
-  can lower its oom_score_adj: the reference worker may go, a harness failure), its process count
-  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing
-  of the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds
-  in flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
+  keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate can
+  lower its oom_score_adj: the reference worker may go, a harness failure), its process count
+  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of
+  the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds in
+  flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
   limit is too low to be sure); what it leaves queued in its socket (a tmpfs kept alive) freed on
-  the host's cores after it died (round 40); a fill of the file table faster than the guard's
-  look (0.2 s and a count; files of other evaluating processes' sandboxes); the disk its
-  build dir takes, in `process` mode its working dir; kernel or driver
-  exploits (the seccomp filter blocks only the keyring, IPC, io_uring, AIO, SO_LINGER and memory
-  or fd tables shared beyond threads and vfork, on x86_64 and aarch64: warpk.evaluator.seccomp;
-  every other syscall and the NVIDIA driver's ioctls are reachable); what
-  the mounted system folders, /sys and the mounted Python installation reveal (warpk.evaluator.
-  mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate, a checkout
-  inside /usr: red team round 25), which it can write into its error text; GPU side
-  channels (it can read the energy counter through NVML and time its power to the counter's
-  updates, which the windows' random phase does not stop) and a kernel left spinning after the
-  sandbox died; on a GPU lane its harness packs its outputs into the send buffer, a copy a
-  candidate can rewrite itself to skip (on the CPU the trusted side reads them out of its memory:
-  corpus 51); where no cgroup v2 group can be made, a build in the compile pool timing its load to
-  the reference's batches (elsewhere the lanes freeze the pool while they time, pool_gate: red
-  team round 9 got 1.9x that way; what a sandbox still reads of the others, /proc/stat and locks,
-  then has nothing running to act on, except another lane's candidate loading the memory bus);
-  byte-range locks on shared read-only files signalling between live sandboxes (round 7; no
-  speedup made of it); in `process` mode an orphan reparented outside its tree escapes the
-  SIGSTOP freeze (not the cgroup one), and none of the namespace protections apply (it can write
-  wherever the user can, reach the network and the sampler daemon on loopback, which it can slow
-  but not change, kill the trusted worker, or hold or stop what holds the machine's lane locks
-  so that another run on the machine stops: a harness failure; round 32). Run it on a machine
-  you can afford to lose, or at least under bwrap.
+  the host's cores after it died (round 40); a fill of the file table faster than the guard's look
+  (0.2 s and a count; files of other evaluating processes' sandboxes); the disk its build dir takes,
+  in `process` mode its working dir; kernel or driver exploits (the seccomp filter blocks only the
+  keyring, IPC, io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on
+  x86_64 and aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls
+  are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
+  (warpk.evaluator. mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
+  a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
+  channels (it can read the energy counter through NVML and time its power to the counter's updates,
+  which the windows' random phase does not stop) and a kernel left spinning after the sandbox died;
+  the page size of its outputs (a CPU output on huge pages is cheaper for it to write and for the
+  trusted side to read: a copy answering from a ring of such buffers got 1.03 [0.99, 1.09], red team
+  round 55) and on a GPU which of two bandwidth modes its device memory falls in (~10% of a huge
+  batch, held by one worker role for stretches: docs/benchmarks.md, 2026-12-07; not tried as an
+  attack); on a GPU lane its harness packs its outputs into the send buffer, a copy a candidate can
+  rewrite itself to skip (on the CPU the trusted side reads them out of its memory: corpus 51);
+  where no cgroup v2 group can be made, a build in the compile pool timing its load to the
+  reference's batches (elsewhere the lanes freeze the pool while they time, pool_gate: red team
+  round 9 got 1.9x that way; what a sandbox still reads of the others, /proc/stat and locks, then
+  has nothing running to act on, except another lane's candidate loading the memory bus); byte-range
+  locks on shared read-only files signalling between live sandboxes (round 7; no speedup made of
+  it); in `process` mode an orphan reparented outside its tree escapes the SIGSTOP freeze (not the
+  cgroup one), and none of the namespace protections apply (it can write wherever the user can,
+  reach the network and the sampler daemon on loopback, which it can slow but not change, kill the
+  trusted worker, or hold or stop what holds the machine's lane locks so that another run on the
+  machine stops: a harness failure; round 32). Run it on a machine you can afford to lose, or at
+  least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process and set of private folders): the real worker
 entry (torch and warpk.evaluator.untrusted imported by this interpreter, by the path this
