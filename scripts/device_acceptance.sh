@@ -5,7 +5,9 @@
 # refcheck  upstream L1-L3 references as candidates (records under $OUT/rc; REPEAT=N: each N times); on the H100 (2026-12-06)
 #           L1 took 6.5-9.2 min, L2 5-7 min, L3 3-4 min, hosts differing by 1.4x: LEVELS=1, LEVELS=2,
 #           LEVELS=3 in three calls is safe (L2 and L3 together overran one call on the slower host);
-#           SEQUENCE="names..." (one level): those problems in that order, a name may come again
+#           SEQUENCE="names..." (one level): those problems in that order, a name may come again;
+#           WORKER_LOGS=1: the workers' logs in $OUT/wl.tgz, the trusted worker's with a line per
+#           batch, per copy of outputs and the GPU's clocks before each side (WARPK_DEBUG_TIMING)
 # ab        OLD=<commit> (scripts/ab_prepare.sh made .ab/<commit>; carry it): the refcheck of LEVEL (1)
 #           SUBSET at OLD, at HEAD, at OLD again (A-B-A: drift shows as A against A) under $OUT/ab
 # bench     benchmarks/bench_evaluator.py (cold, warm, serial) under $OUT/bench
@@ -32,9 +34,12 @@ case "$1" in
     WARPK_INSTAFAIL=1 timeout "$LIMIT" python -m pytest -m gpu -v -rA -p no:cacheprovider --timeout 200 \
         --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed|Error|assert" ;;
   refcheck)
+    [ -n "${WORKER_LOGS:-}" ] && { mkdir -p "$OUT/wl"; export WARPK_WORKER_LOGS=$OUT/wl; }
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
         --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} ${SEQUENCE:+--sequence $SEQUENCE} --repeat ${REPEAT:-1} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
-        | grep -v ": ok speedup" ;;
+        | grep -v ": ok speedup"
+    # one file: the workers' logs are one a candidate, more than the device returns
+    [ -n "${WORKER_LOGS:-}" ] && tar -czf "$OUT/wl.tgz" -C "$OUT" wl && rm -rf "$OUT/wl" ;;
   ab)
     tree=$PWD/.ab/${OLD:?OLD=<commit>}; [ -d "$tree" ] || { echo "ab: no $tree (scripts/ab_prepare.sh $OLD)"; exit 2; }
     for run in old new old-again; do

@@ -259,6 +259,15 @@ def calls_per_batch(ref_call_s: float, io_bytes: float, batch_target_ms: float,
     return max(1, min(by_time, by_memory, MAX_CALLS_PER_BATCH))
 
 
+def debug_clocks(torch):
+    """The GPU clocks' reader for the debug log (warpk.evaluator.debug_clocks), or None."""
+    if not os.environ.get("WARPK_DEBUG_TIMING") or torch is None or not torch.cuda.is_available():
+        return None
+    from warpk.evaluator.debug_clocks import DebugClocks
+
+    return DebugClocks(torch)
+
+
 def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[[int], list],
                  verify: Callable[[list, list, str], object], k: int, batches: int, big: bool,
                  torch=None) -> Timing:
@@ -273,7 +282,12 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
 
     # Each side is frozen from its answer to our next message (link.py), so what it does after
     # answering (freeing, unmapping) waits for its next Stage and never overlaps the other's batch.
+    clocks = debug_clocks(torch)  # WARPK_DEBUG_TIMING on a GPU only: the log's clocks
+    seen: dict[str, str] = {}
+
     def run_candidate(calls: list[list]) -> tuple[list, float]:
+        if clocks:
+            seen["candidate"] = clocks.read()
         _, outs, _, wall_ms = candidate.go(calls, candidate.limit_for(k), consume=big, release=big)
         if big:
             candidate.settle()  # a huge task: its device memory is given back before the other side runs
@@ -281,6 +295,8 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
         return outs, wall_ms
 
     def run_reference(calls: list[list]) -> tuple[list, float]:
+        if clocks:
+            seen["reference"] = clocks.read()
         _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
@@ -308,8 +324,10 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
                 verify(ref_out, out, f"timed call {i} of batch {batch}")
             del ref_outs, new_outs
             if os.environ.get("WARPK_DEBUG_TIMING"):  # with WARPK_WORKER_LOGS: the trusted worker's log
+                where = (f" clocks before: reference {seen['reference']} candidate {seen['candidate']}"
+                         if clocks else "")
                 print(f"batch {batch} k={k} reference {ref_wall:.3f} ms candidate {new_wall:.3f} ms "
-                      f"({order[0]} first)", file=sys.stderr, flush=True)
+                      f"({order[0]} first){where}", file=sys.stderr, flush=True)
             if batch >= WARMUP_BATCHES:
                 ref_ms.append(ref_wall / k)
                 new_ms.append(new_wall / k)
