@@ -34,12 +34,14 @@ case "$1" in
     WARPK_INSTAFAIL=1 timeout "$LIMIT" python -m pytest -m gpu -v -rA -p no:cacheprovider --timeout 200 \
         --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed|Error|assert" ;;
   refcheck)
-    [ -n "${WORKER_LOGS:-}" ] && { mkdir -p "$OUT/wl"; export WARPK_WORKER_LOGS=$OUT/wl; }
+    if [ -n "${WORKER_LOGS:-}" ]; then mkdir -p "$OUT/wl"; export WARPK_WORKER_LOGS=$OUT/wl; fi
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
         --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} ${SEQUENCE:+--sequence $SEQUENCE} --repeat ${REPEAT:-1} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
         | grep -v ": ok speedup"
     # one file: the workers' logs are one a candidate, more than the device returns
-    [ -n "${WORKER_LOGS:-}" ] && tar -czf "$OUT/wl.tgz" -C "$OUT" wl && rm -rf "$OUT/wl" ;;
+    status=$?
+    if [ -n "${WORKER_LOGS:-}" ]; then tar -czf "$OUT/wl.tgz" -C "$OUT" wl && rm -rf "$OUT/wl"; fi
+    exit $status ;;
   ab)
     tree=$PWD/.ab/${OLD:?OLD=<commit>}; [ -d "$tree" ] || { echo "ab: no $tree (scripts/ab_prepare.sh $OLD)"; exit 2; }
     for run in old new old-again; do
