@@ -23,6 +23,7 @@ the sandbox already lives in a group of its own, and that group is the one froze
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import secrets
 import signal
@@ -77,56 +78,91 @@ def process_tree(root: int) -> set[int]:
 
 KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
 KCMP_VM = 1
-KCMP_MOST_ALIKE = 64  # pids of one VmRSS compared pairwise at most (a bigger bucket: each counted)
+KCMP_MOST_ALIKE = 64  # processes of one VmRSS compared pairwise at most (more: each counted)
+
+
+@functools.cache
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _has_memory(tid: int) -> bool:
+    return b"VmRSS:" in _read(f"/proc/{tid}/status")
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return b""
 
 
 def same_address_space(a: int, b: int) -> bool:
-    """Whether processes `a` and `b` share one address space (vfork, CLONE_VM): kcmp(2); False
+    """Whether live threads `a` and `b` share one address space (vfork, CLONE_VM): kcmp(2), and
+    both still have one after it: a thread that exited has none, and two such compare equal (a
+    review, session 35: children whose main thread had exited were counted once for four). False
     where it cannot say (then both are counted: more, never less)."""
     if KCMP_SYSCALL is None:
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.syscall(KCMP_SYSCALL, a, b, KCMP_VM, 0, 0) == 0
+    if _libc().syscall(KCMP_SYSCALL, a, b, KCMP_VM, 0, 0) != 0:
+        return False
+    return _has_memory(a) and _has_memory(b)  # an exited thread never gets an address space back
 
 
-def resident_kb(values: dict[int, int]) -> int:
-    """The sum of per-process VmRSS `values` (kB by pid), each address space once: vfork children
-    share their parent's and each reports all of it (red team round 50: 24 of them multiplied a
-    worker's memory). Processes of one address space read a moment apart report the same figure,
-    so only those alike are compared; a figure read while it changed, or a bucket past
-    KCMP_MOST_ALIKE, is counted for each process (more, never less than the memory held)."""
+def resident_values(root: int) -> dict[int, tuple[int, int]]:
+    """(tid, VmRSS kB) by pid of `root` and every process below it, each read through a live
+    thread of the process (`live_thread`)."""
+    values = {}
+    for pid in process_tree(root):
+        tid, status = live_thread(pid, "status", b"VmRSS:")
+        if tid is not None:
+            lines = status.splitlines()
+            values[pid] = (tid, sum(int(line.split()[1]) for line in lines if line.startswith(b"VmRSS:")))
+    return values
+
+
+def resident_kb(values: dict[int, tuple[int, int]]) -> int:
+    """The sum of the VmRSS in `values` (`resident_values`), each address space once: vfork
+    children share their parent's and each reports all of it (red team round 50: 24 of them
+    multiplied a worker's memory). Processes of one address space read a moment apart report the
+    same figure, so only those alike are compared, through the threads they were read by; a
+    figure read while it changed, or a bucket past KCMP_MOST_ALIKE, is counted for each process
+    (more, never less than the memory held)."""
     buckets: dict[int, list[int]] = {}
-    for pid, kb in values.items():
-        buckets.setdefault(kb, []).append(pid)
+    for tid, kb in values.values():
+        buckets.setdefault(kb, []).append(tid)
     total = 0
-    for kb, pids in buckets.items():
-        if len(pids) > KCMP_MOST_ALIKE:
-            total += kb * len(pids)
+    for kb, tids in buckets.items():
+        if kb == 0 or len(tids) > KCMP_MOST_ALIKE:
+            total += kb * len(tids)
             continue
-        spaces: list[int] = []  # one pid of each distinct address space
-        for pid in pids:
-            if not any(same_address_space(pid, seen) for seen in spaces):
-                spaces.append(pid)
+        spaces: list[int] = []  # one thread of each distinct address space
+        for tid in tids:
+            if not any(same_address_space(tid, seen) for seen in spaces):
+                spaces.append(tid)
         total += kb * len(spaces)
     return total
 
 
-def live_view(pid: int, name: str, marker: bytes = b"\n") -> bytes:
-    """/proc/<pid>/task/<tid>/<name> of the first thread whose view holds `marker`: the process's
-    memory as one of its live threads sees it (a main thread that exited leaves the process's own
-    maps empty and its status without VmRSS while the others run on: red team round 44)."""
+def live_thread(pid: int, name: str, marker: bytes = b"\n") -> tuple[int | None, bytes]:
+    """(tid, /proc/<pid>/task/<tid>/<name>) of the first thread whose view holds `marker`: the
+    process's memory as one of its live threads sees it (a main thread that exited leaves the
+    process's own maps empty and its status without VmRSS while the others run on: red team round
+    44); (None, b"") where none does."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return b""
+        return None, b""
     for tid in tids:
-        try:
-            text = Path(f"/proc/{pid}/task/{tid}/{name}").read_bytes()
-        except OSError:
-            continue
+        text = _read(f"/proc/{pid}/task/{tid}/{name}")
         if marker in text:
-            return text
-    return b""
+            return int(tid), text
+    return None, b""
+
+
+def live_view(pid: int, name: str, marker: bytes = b"\n") -> bytes:
+    """`live_thread`'s view alone."""
+    return live_thread(pid, name, marker)[1]
 
 
 def _own_group(pid: int, base: Path) -> Path | None:

@@ -69,7 +69,7 @@ the reference is timed through the same harness in a worker of its own, in this 
   keyring, IPC, io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on
   x86_64 and aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls
   are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
-  (warpk.evaluator. mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
+  (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
   a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
   channels (it can read the energy counter through NVML and time its power to the counter's updates,
   which the windows' random phase does not stop) and a kernel left spinning after the sandbox died;
@@ -116,7 +116,7 @@ from pathlib import Path
 
 from warpk.evaluator import filetable
 from warpk.evaluator.fds import close_apart
-from warpk.evaluator.freeze import live_view, process_tree, resident_kb
+from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.mounts import host_folders, mount
 from warpk.evaluator.resources import (
@@ -362,11 +362,7 @@ class UntrustedProcess:
 
     def rss_gb(self) -> float:
         """Resident memory of the worker and everything it spawned, each address space once."""
-        values = {}
-        for pid in process_tree(self.proc.pid):  # a live thread's view (freeze.live_view)
-            status = live_view(pid, "status", b"VmRSS:").decode(errors="replace").splitlines()
-            values[pid] = sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-        return resident_kb(values) / 1024**2
+        return resident_kb(resident_values(self.proc.pid)) / 1024**2
 
     def stderr_tail(self, chars: int = 300) -> str:
         """The last non-empty line it wrote (from the pipe's last 4 KiB: the candidate wrote it)."""
