@@ -38,7 +38,7 @@ case "$1" in
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
         --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} ${SEQUENCE:+--sequence $SEQUENCE} --repeat ${REPEAT:-1} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
         | grep -v ": ok speedup"
-    # one file: the workers' logs are one a candidate, more than the device returns
+    # one file: a log per worker, more files than the device returns
     status=$?
     if [ -n "${WORKER_LOGS:-}" ]; then tar -czf "$OUT/wl.tgz" -C "$OUT" wl && rm -rf "$OUT/wl"; fi
     exit $status ;;

@@ -58,7 +58,7 @@ class EvalRecord:
     runtime_iqr_ms: float | None = None
     ref_runtime_ms: float | None = None  # median time per call of the reference, same process
     ref_runtime_iqr_ms: float | None = None
-    speedup: float | None = None  # median of per-batch ref/candidate time ratios
+    speedup: float | None = None  # median of ref/candidate time ratios of pairs of batches
     speedup_low: float | None = None  # its 95% interval over the batches; where the reference was
     speedup_high: float | None = None  # slowed, up to the interleaved ratio's too (interleaved_speedup)
     energy_j: float | None = None  # energy per call of the candidate
@@ -89,7 +89,7 @@ class EvalRecord:
     # its resource limits (warpk.evaluator.resources): e.g. "cgroup2: memory, pids, cpuset" | none
     limits: str | None = None
     calls_per_batch: int | None = None  # timing: calls per timed batch (each on fresh inputs)
-    timing_batches: int | None = None  # timed batches (after the warmup batches)
+    timing_batches: int | None = None  # timed batches (after the warmup batches; an odd setting + 1)
     # How the candidate was kept still while the reference was timed (evaluator v3):
     # cgroup (cgroup v2 freezer) | sigstop (every process of its sandbox stopped) | none
     freeze: str | None = None

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # real `python -m warpk` runs: the default one al
 # known value). Everything else is the embedded default.
 SHORT_TIMING = ("evaluate.timing_batches=5", "evaluate.batch_target_ms=10")
 # Tests that assert statuses, groups and layouts, not speedups: the protocol's fewest batches, short.
-TIMING_FOR_STATUSES = ("evaluate.timing_batches=2", "evaluate.batch_target_ms=5")
+TIMING_FOR_STATUSES = ("evaluate.timing_batches=3", "evaluate.batch_target_ms=5")
 
 
 @pytest.fixture(scope="module")

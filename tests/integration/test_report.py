@@ -51,7 +51,7 @@ def runs(tmp_path_factory) -> Path:
         f"tasks.subset=[{','.join(TASKS)}]",
         "seed=11,22",
         "evaluate.result_cache=false",
-        "evaluate.timing_batches=2",  # the report reads records; it does not need tight intervals
+        "evaluate.timing_batches=3",  # the report reads records; it does not need tight intervals
         "evaluate.batch_target_ms=5",  # nor long batches
     ]
     _ok(run_warpk(*common, "model=m0", f"hydra.sweep.dir={root / 'sweep' / 'm0'}"))
@@ -309,7 +309,7 @@ def test_an_arm_never_pools_runs_that_differ_in_more_than_their_seed(runs, tmp_p
     # another seed, and another timing budget: not the same experiment
     config = twice / "b" / "resolved_config.yaml"
     text = config.read_text().replace("seed: 11", "seed: 99")
-    config.write_text(text.replace("timing_batches: 2", "timing_batches: 9"))
+    config.write_text(text.replace("timing_batches: 3", "timing_batches: 9"))
     result = run_warpk(*report, f"hydra.run.dir={tmp_path / 'r2'}")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert f"arm '{REFERENCE}' mixes runs that differ in evaluate.timing_batches" in result.stderr

@@ -15,7 +15,7 @@ def test_the_front_door_generates_the_suite_and_the_evaluator_agrees_with_the_fi
     result = run_warpk(f"hydra.run.dir={run_dir}", "tasks=synthetic", f"tasks.root={tmp_path / 'syn'}",
                        "tasks.size=12", "tasks.seed=7", "tasks.split=heldout", "evaluate.energy=none",
                        # statuses are asserted, not speedups: the protocol's fewest batches, short
-                       "evaluate.timing_batches=2", "evaluate.batch_target_ms=5",
+                       "evaluate.timing_batches=3", "evaluate.batch_target_ms=5",
                        "logger=disabled")
     assert result.returncode == 0, result.stderr[-2000:]
     line = next(t for t in result.stdout.splitlines() if t.startswith("tasks=synthetic: 12 tasks"))

@@ -200,7 +200,7 @@ def test_detect_gpu_names_with_a_fake_nvml():
         ),
         (
             "evaluate.timing_batches=1",
-            "evaluate.timing_batches=1 is not allowed; allowed: an integer in [2, 10000]",
+            "evaluate.timing_batches=1 is not allowed; allowed: an integer in [3, 10000]",
         ),
         ("runtime.gpu=h100", "runtime.gpu is no longer a key: use hardware@runtime.served (h200 | h100)"),
         ("runtime.gpux=1", "runtime.gpux is not a config key (`python -m warpk --cfg job` lists them)"),

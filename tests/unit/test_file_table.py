@@ -290,7 +290,7 @@ def test_a_sandbox_filling_the_table_is_crashed_with_the_reason_and_the_next_is_
     cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
     task = load_task_file(REPO / "kernelbench" / "problems" / "01_softmax.py")
     honest = (REPO / "kernelbench" / "solutions" / "01_softmax" / "torch_fused.py").read_text()
-    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
+    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=3, batch_target_ms=5.0,
                               run_timeout_s=120.0, compile_timeout_s=120.0)
     evaluator = Evaluator(settings, cpu, lanes=[""])
     try:
@@ -329,7 +329,7 @@ def test_a_chain_that_outruns_every_count_by_pid_is_crashed_by_its_kernel_memory
     default = "ARGS = ['forkchain', '30000', '15', '0', '0', '16', '1', '0', '500']  # the fork chain"
     assert default in source
     source = source.replace(default, f"ARGS = {chain}")
-    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
+    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=3, batch_target_ms=5.0,
                               run_timeout_s=120.0, compile_timeout_s=120.0)
     evaluator = Evaluator(settings, cpu, lanes=[""])
     try:
@@ -369,7 +369,7 @@ def test_an_honest_worker_with_a_big_workspace_is_not_killed_for_its_page_tables
     raw = yaml.safe_load((REPO / "conf" / "hardware" / "cpu.yaml").read_text())
     cpu = HardwareConfig(**{k: v for k, v in raw.items() if k != "clock_profiles"})
     task = load_task_file(REPO / "kernelbench" / "problems" / "03_gelu_tanh.py")
-    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=2, batch_target_ms=5.0,
+    settings = EvaluateConfig(result_cache=False, sandbox="bwrap", timing_batches=3, batch_target_ms=5.0,
                               run_timeout_s=120.0, compile_timeout_s=120.0, memory_limit_gb=4.0)
     looked: list[int] = []
     kernel_bytes = filetable.kernel_bytes

@@ -64,6 +64,19 @@ def test_a_huge_batchs_copy_takes_one_of_two_times():
     assert sum(4.5 <= ms < 4.7 for ms in copies) == 171 and sum(5.0 <= ms < 5.6 for ms in copies) == 720
 
 
+def test_a_huge_batch_against_its_floor_and_the_norms_two_copy_times():
+    refs = [r for run in ("random", "pairs") for r, _ in elementwise(run)]
+    runtimes = [r["ref_runtime_ms"] for r in refs]
+    assert (int(min(runtimes)), round(max(runtimes))) == (16, 30)
+    assert round(statistics.median(runtimes), 1) == 18.0
+    assert {round(r["roofline_floor_ms"], 2) for r in refs} == {3.85}
+    norms = [ms for run in ("random", "pairs") for r, t in batches(run)
+             if r["task_id"].split("/")[-1].startswith(("34_", "35_", "37_")) for b in t for ms in b[:2]]
+    shorter, longer = [ms for ms in norms if ms < 5.6], [ms for ms in norms if ms >= 5.6]
+    assert (len(shorter), round(min(shorter), 1), round(max(shorter), 1)) == (177, 5.2, 5.6)
+    assert (len(longer), round(min(longer), 1), round(max(longer), 1)) == (87, 5.7, 6.2)
+
+
 def test_a_batch_with_the_shorter_copy_is_faster_in_the_rest_too():
     # per task (their forwards differ), the median rest of a side's batches in each mode
     gaps = []
@@ -90,6 +103,15 @@ def test_the_fast_mode_favours_the_side_that_comes_second():
     assert counts == {"random": (74, 8, 200), "pairs": (72, 27, 252)}
     assert "in 74 of 200 that it came second in and 8 of 200 that it came first in" in TEXT
     assert "72 of 252 and 27 of 252 (pairs)" in TEXT
+
+
+def test_the_modes_noise_stays_in_pairs():
+    # the pairs run (consecutive batches, one of either order): in how many pairs did the two
+    # sides hold the fast mode a different number of times
+    pairs = [t[i:i + 2] for _, t in elementwise("pairs") for i in range(0, len(t), 2)]
+    differ = sum(sum(b[0] < FAST_BELOW_MS for b in p) != sum(b[1] < FAST_BELOW_MS for b in p) for p in pairs)
+    assert (differ, len(pairs)) == (72, 126)
+    assert "held it a different number of times in 72 of 126 huge elementwise pairs" in TEXT
 
 
 def test_in_a_second_round_one_role_holds_the_mode():

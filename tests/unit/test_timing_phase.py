@@ -76,18 +76,23 @@ def test_the_speedup_is_the_ratio_of_the_trusted_round_trips():
 
 
 def test_what_coming_second_gains_cancels_in_each_pair():
-    # H100, 2026-12-07: on huge tasks the second side of a batch was ~12% faster about half the
-    # time; per-batch ratios of copies spread over 0.89-1.13, and a median of them fell where
-    # the random order put more batches
+    # H100, 2026-12-07: on huge tasks the side coming second was ~10% faster in a third of the
+    # batches (a tenth coming first); a median of per-batch ratios fell where the random order
+    # put more batches
+    sequences = set()
     for big in (False, True):
-        timing, log, _ = run(batches=12, big=big, cand_ms=2.0, ref_ms=2.0, second=0.88)
-        orders = [tuple(side for side, _, _ in log[i:i + 2]) for i in range(0, len(log), 2)]
-        for first, second in zip(orders[::2], orders[1::2], strict=True):
-            assert second == first[::-1]  # each side first once in a pair
-        assert {round(r / n, 3) for r, n in zip(timing.ref_ms, timing.new_ms, strict=True)} == {0.88, 1.136}
-        fields = timing.fields()
-        assert fields["speedup"] == pytest.approx(1.0)
-        assert fields["speedup_low"] == pytest.approx(1.0) and fields["speedup_high"] == pytest.approx(1.0)
+        for _ in range(3):
+            timing, log, _ = run(batches=12, big=big, cand_ms=2.0, ref_ms=2.0, second=0.88)
+            orders = [tuple(side for side, _, _ in log[i:i + 2]) for i in range(4, len(log), 2)]
+            assert orders.count(("candidate", "reference")) == orders.count(("reference", "candidate")) == 6
+            sequences.add(tuple(orders))
+            ratios = [r / n for r, n in zip(timing.ref_ms, timing.new_ms, strict=True)]
+            assert [round(x, 3) for x in ratios] == [0.88, 1.136] * 6  # each pair: one of either order
+            fields = timing.fields()
+            assert fields["speedup"] == pytest.approx(1.0)
+            assert fields["speedup_low"] == pytest.approx(1.0) == fields["speedup_high"]
+    assert len(sequences) > 1  # shuffled: the next order is not told by the last
+    assert any(a == b for seq in sequences for a, b in zip(seq, seq[1:], strict=False))  # not in pairs
 
 
 def test_the_candidate_is_frozen_whenever_the_reference_runs_and_never_while_it_runs():

@@ -212,7 +212,7 @@ class EvaluateConfig(_Checked):
     candidate_files: list[str] = field(default_factory=list)
     candidates_dir: str | None = None  # tasks=kernelbench: DIR/<task name>/*.py or DIR/<task name>.py
     correctness_trials: int = number(5, 1, 100)
-    timing_batches: int = number(12, 2, 10000)  # timed batches each of reference and candidate (pairs)
+    timing_batches: int = number(12, 3, 10000)  # timed batches each side, in pairs (odd: one more)
     batch_target_ms: float = number(20.0, 0.1, 60000.0)  # a batch of reference calls lasts >= this
     batch_memory_gb: float = number(1.0, 0.001, 4096.0)  # inputs + outputs of one batch at most
     num_threads: int = number(1, 1, 1024)  # torch CPU threads in the worker

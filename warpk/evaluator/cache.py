@@ -20,7 +20,7 @@ from pathlib import Path
 from warpk.paths import default_cache_dir  # noqa: F401 - warpk.evaluator's export
 from warpk.records import EvalRecord
 
-PROTOCOL_VERSION = 7  # bump whenever a change in the protocol changes what a record means
+PROTOCOL_VERSION = 8  # bump whenever a change in the protocol changes what a record means
 CACHEABLE = ("ok", "static_reject", "compile_error", "runtime_error", "incorrect", "implausible")
 # Settings that change where or how fast things run, not what a record says.
 NOT_IN_KEY = ("task_file", "candidate_files", "candidates_dir", "cache_dir", "result_cache",

@@ -190,7 +190,7 @@ class Measurement:
     runtime_iqr_ms: float | None = None
     ref_runtime_ms: float | None = None
     ref_runtime_iqr_ms: float | None = None
-    speedup: float | None = None  # median of the per-batch ratios (interleaved pairs)
+    speedup: float | None = None  # median of the ratios of pairs of batches (one of either order)
     speedup_low: float | None = None  # its distribution-free 95% interval
     speedup_high: float | None = None
     calls_per_batch: int | None = None

@@ -1,8 +1,8 @@
 """Speed statistics of the interleaved timed batches (warpk.evaluator.trusted).
 
-The speedup is the median of the per-batch reference/candidate ratios (interleaved batches: per
-pair of batches, each side once first and once second), robust to a stalled batch, with a
-distribution-free 95% interval from order statistics; "faster" (records.faster) means its lower
+The speedup is the median of the reference/candidate ratios (interleaved batches: per pair of
+batches, one with either side first), robust to a stalled batch, with a distribution-free 95%
+interval from order statistics; "faster" (records.faster) means its lower
 end is above 1 + records.SPEED_BIAS_MARGIN.
 
 Non-goals: no timing itself, no torch.
@@ -29,13 +29,15 @@ def median_interval(values: list[float]) -> tuple[float, float]:
 
 
 def speed_summary(ref_ms: list[float], new_ms: list[float], pairs: bool = False) -> dict:
-    """Medians and IQRs per call; the speedup is the median of the per-batch ratios (robust to a
-    stalled batch) with its distribution-free 95% interval. `pairs`: batches taken in pairs, each
-    side first in one and second in the other (timing_phase.time_batches), and the ratio is per
-    pair (the sums of its two batches): whatever the second side of a batch gains or loses by
-    coming second cancels in it (H100, 2026-12-07: on huge L1 elementwise tasks a side's batch
-    was in a ~10% faster mode in 29-37% of the batches it came second in, 4-11% of those it came
-    first in)."""
+    """Medians and IQRs per call; the speedup is the median of the ratios (robust to a stalled
+    batch) with its distribution-free 95% interval. The ratios are per batch, or with `pairs` per
+    pair of consecutive batches (the sums of its two), one with either side first
+    (timing_phase.time_batches): neither order then weighs more in any ratio, and the median no
+    longer depends on how many batches a random order put either way (H100, 2026-12-07: on huge
+    L1 elementwise tasks a side's batch was in a ~10% faster mode in 29-37% of the batches it came
+    second in, 4-11% of those it came first in). Pairs halve the count: 12 batches give 6 ratios,
+    whose 95% interval is their range (10 per-batch ratios: from the second lowest to the second
+    highest)."""
     def iqr(values):
         if len(values) < 2:
             return 0.0

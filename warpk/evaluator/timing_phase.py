@@ -5,30 +5,31 @@ A timed batch is K calls, each on fresh inputs. For either side the time of a ba
 process's clock from sending the `Go` that carries the batch's inputs to holding copies of its
 outputs here (`Link.go`): the reference runs in a worker of its own that is the candidate's harness
 with the task's Model in it (warpk.evaluator.reference), so delivery, mapping and launch cost the
-same on both sides and cancel in the ratio. Nothing the candidate's process reports is used. Batches
-come in pairs: the first of a pair in a random order, the second the other way (a task over
+same on both sides and cancel in the ratio. Nothing the candidate's process reports is used. Half
+the batches have the candidate first and half the reference, in a shuffled sequence (a task over
 BIG_IO_BYTES: the second side of a batch on the same inputs drawn again; an order fixed for those
-gave the copies of upstream L1's huge elementwise problems 1.03-1.17 on the H200 and the H100, and a
-random order per batch left a side coming second ~10% faster in a third of the batches on the H100),
-and the ratio is taken per pair (warpk.evaluator.speed); while the reference runs, the candidate's
-sandbox is frozen and the freeze confirmed (warpk.evaluator.freeze). The first WARMUP_BATCHES warm
-both up and are not used. Every timed call's output is verified against the reference worker's.
-Speedup = median of the per-pair ratios with its distribution-free 95% interval. A frozen
-candidate's queued GPU kernels still run and its armed timers still fire (waking the CPU the
-reference runs on), and what its sandbox leaves to the kernel outlives even its death (red team
-round 29: SysV memory freed by a kworker on the lane's core after the kill), so the reference is
-also timed alone before any candidate code runs (`Baseline`, measured by Session.reference_baseline:
-back to back, the candidate's idle harness and the worker started ahead frozen), once a minute per
-task, shape and lane (`AloneTimes`); its batch size is then every candidate's K. Where the
-interleaved reference was slower than that beyond noise (`slowed`), either the candidate slowed it
-or taking turns slows both sides (copies of upstream CNNs, single L1 ops and an LSTM on the H100:
-both 1.1-1.8x slower interleaved than alone, docs/benchmarks.md), so the candidate is timed alone
-too (`candidate_alone`: back to back, the reference worker idle; its outputs verified afterwards by
-`check_alone`), and the speedup is the interleaved ratio unless that lies above the whole 95%
-interval of the both-alone ratio, then the both-alone ratio (`Timing.fields`). Slowing the reference
-raises only the first; the second has nothing of the candidate in the reference's batches; so a
-slowed reference gains at most the upper half of the both-alone interval, and a copy is not pulled
-down by taking the lower of two noisy ratios.
+gave the copies of upstream L1's huge elementwise problems 1.03-1.17 on the H200 and the H100, and
+on the H100 a side coming second was ~10% faster in a third of the batches against a tenth coming
+first), and the ratio is taken per pair of a batch of either order (warpk.evaluator.speed), so
+neither order weighs more in any ratio; while the reference runs, the candidate's sandbox is frozen
+and the freeze confirmed (warpk.evaluator.freeze). The first WARMUP_BATCHES warm both up and are not
+used. Every timed call's output is verified against the reference worker's. Speedup = median of the
+per-pair ratios with its distribution-free 95% interval. A frozen candidate's queued GPU kernels
+still run and its armed timers still fire (waking the CPU the reference runs on), and what its
+sandbox leaves to the kernel outlives even its death (red team round 29: SysV memory freed by a
+kworker on the lane's core after the kill), so the reference is also timed alone before any
+candidate code runs (`Baseline`, measured by Session.reference_baseline: back to back, the
+candidate's idle harness and the worker started ahead frozen), once a minute per task, shape and
+lane (`AloneTimes`); its batch size is then every candidate's K. Where the interleaved reference was
+slower than that beyond noise (`slowed`), either the candidate slowed it or taking turns slows both
+sides (copies of upstream CNNs, single L1 ops and an LSTM on the H100: both 1.1-1.8x slower
+interleaved than alone, docs/benchmarks.md), so the candidate is timed alone too (`candidate_alone`:
+back to back, the reference worker idle; its outputs verified afterwards by `check_alone`), and the
+speedup is the interleaved ratio unless that lies above the whole 95% interval of the both-alone
+ratio, then the both-alone ratio (`Timing.fields`). Slowing the reference raises only the first; the
+second has nothing of the candidate in the reference's batches; so a slowed reference gains at most
+the upper half of the both-alone interval, and a copy is not pulled down by taking the lower of two
+noisy ratios.
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (session.Session.run).
 """
@@ -50,8 +51,7 @@ from warpk.evaluator.speed import speed_summary
 
 MAX_CALLS_PER_BATCH = 4096
 # Batches before the timed ones, not used: the candidate's worker is a fresh process (its
-# allocator grows in the first batches), the reference worker a warm one. One pair (even: the
-# timed batches' pairs start at an even batch).
+# allocator grows in the first batches), the reference worker a warm one.
 WARMUP_BATCHES = 2
 # The baseline's warmup: at least this much of the reference's batches before the timed ones.
 BASELINE_WARMUP_MS = 200.0
@@ -273,11 +273,12 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
                  torch=None) -> Timing:
     """`batches` used batches of `k` calls (after WARMUP_BATCHES; an odd count rounds up to whole
     pairs). `draw(seed)` gives one call's inputs, `verify(ref_outputs, candidate_outputs, where)`
-    raises on a mismatch. The two sides run in a random order in a pair's first batch and the
-    other way in its second; `big`: the second on the same inputs drawn again (one set of
-    outputs on the device at a time besides the delivered ones), each giving its device memory
-    back before the other runs."""
-    ref_ms, new_ms = [], []
+    raises on a mismatch. Half the batches have either side first, in a shuffled sequence, and
+    the result lists them in pairs (one of either order, in the order they ran); `big`: the
+    second side on the same inputs drawn again (one set of outputs on the device at a time
+    besides the delivered ones), each giving its device memory back before the other runs."""
+    ref_ms: list[float] = []
+    new_ms: list[float] = []
     batches += batches % 2  # whole pairs
 
     # Each side is frozen from its answer to our next message (link.py), so what it does after
@@ -302,15 +303,13 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
             reference.settle()
         return outs, wall_ms
 
+    orders = batch_orders(batches)
+    timed: dict[tuple[str, ...], list[tuple[float, float]]] = {order: [] for order in ORDERS}
     still.freeze()
     try:
-        for batch in range(batches + WARMUP_BATCHES):  # the first warm both up, unused
+        for batch, order in enumerate(orders):  # the first WARMUP_BATCHES warm both up, unused
             seeds = [secrets.randbits(63) for _ in range(k)]
             calls = [draw(seed) for seed in seeds]
-            if batch % 2 == 0:  # a pair's first batch in a random order, its second the other way
-                order = ("candidate", "reference") if secrets.randbelow(2) else ("reference", "candidate")
-            else:
-                order = order[::-1]
             prints = [fingerprint(torch, c) for c in calls] if big else None
             done = {}
             for side in order:
@@ -329,8 +328,25 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
                 print(f"batch {batch} k={k} reference {ref_wall:.3f} ms candidate {new_wall:.3f} ms "
                       f"({order[0]} first){where}", file=sys.stderr, flush=True)
             if batch >= WARMUP_BATCHES:
-                ref_ms.append(ref_wall / k)
-                new_ms.append(new_wall / k)
+                timed[order].append((ref_wall / k, new_wall / k))
     finally:
         still.thaw()
+    for one, other in zip(*timed.values(), strict=True):  # pairs: one batch of either order
+        ref_ms += [one[0], other[0]]
+        new_ms += [one[1], other[1]]
     return Timing(k, tuple(ref_ms), tuple(new_ms), still.method, big)
+
+
+ORDERS = (("candidate", "reference"), ("reference", "candidate"))
+
+
+def batch_orders(batches: int) -> list[tuple[str, ...]]:
+    """Who comes first in each batch: the warmup batches at random, then `batches` (even) in a
+    shuffled sequence with as many of either order, so the next order cannot be told from the
+    last (a sequence of alternating pairs told a candidate which batches the reference came
+    after it: a review, session 35)."""
+    rng = secrets.SystemRandom()
+    warmup = [rng.choice(ORDERS) for _ in range(WARMUP_BATCHES)]
+    timed = [ORDERS[0], ORDERS[1]] * (batches // 2)
+    rng.shuffle(timed)
+    return warmup + timed
