@@ -36,3 +36,20 @@ def test_shape_dtype_or_count_differences_are_changes():
     assert not same_inputs(torch, [x], [x.reshape(2, 2)])
     assert not same_inputs(torch, [x], [x.double()])
     assert not same_inputs(torch, [x, x], [x])
+
+
+def test_a_lazy_conjugate_is_compared_and_fingerprinted_by_its_values():
+    # the task's reference runs in the trusted worker, and its output may be a conjugate view,
+    # which view_as_real refuses: an honest complex task was a harness failure (CPU, 2026-12-07)
+    from types import SimpleNamespace
+
+    from warpk.evaluator.checks import Verdict, check_correct, fingerprint
+
+    x = torch.randn(4, 8)
+    lazy = torch.fft.fft(x).conj()
+    assert lazy.is_conj()
+    protocol = SimpleNamespace(tolerance_fp32=1e-4, tolerance_low_precision=1e-2)
+    assert check_correct(torch, lazy, lazy.resolve_conj().clone(), protocol, "trial 0")[0] == 0.0
+    with pytest.raises(Verdict, match="differs"):
+        check_correct(torch, lazy, torch.fft.fft(x), protocol, "trial 0")  # not conjugated
+    assert fingerprint(torch, [lazy]) == fingerprint(torch, [lazy.resolve_conj()])

@@ -70,6 +70,17 @@ def test_silence_is_a_timeout_and_a_closed_peer_is_closed():
         wire.recv(b, wire.UNTRUSTED_REPLIES, timeout_s=1)
 
 
+def test_a_lazy_conjugate_travels_as_its_values():
+    # a dtype view of a conjugate view raises: packed raw, a task whose output is x.conj() would
+    # fail the reference worker's harness on a GPU lane (by reading; seen on the CPU's other path)
+    lazy = torch.randn(4, dtype=torch.complex64).conj()
+    negative = torch.randn(3, dtype=torch.complex64).conj().imag
+    assert lazy.is_conj() and negative.is_neg()
+    fd, specs = pack(torch, [lazy, negative])
+    out = unpack(torch, fd, specs, "cpu", 1 << 30)
+    assert torch.equal(out[0], lazy.resolve_conj()) and torch.equal(out[1], negative.resolve_neg())
+
+
 def test_tensors_round_trip_through_a_sealed_memfd():
     tensors = [torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.tensor(True), torch.empty(0, 4)]
     fd, specs = pack(torch, tensors)

@@ -60,7 +60,10 @@ def _compare(torch, r, n, tol: float) -> tuple[float, float, str | None]:
     up). The common case, every element close, costs one comparison and three reductions per
     chunk; only a failing chunk is examined for its reason. Integers and booleans must be equal,
     compared as they are (float would round large ints)."""
-    r, n = r.detach().reshape(-1), n.detach().reshape(-1)
+    # a lazy conjugate (or negative) view, e.g. the reference's own output run here, resolved:
+    # view_as_real refuses it (a harness failure on an honest task before, CPU, 2026-12-07)
+    r = r.detach().resolve_conj().resolve_neg().reshape(-1)
+    n = n.detach().resolve_conj().resolve_neg().reshape(-1)
     if r.is_complex():  # compare real and imaginary parts
         r, n = torch.view_as_real(r).reshape(-1), torch.view_as_real(n).reshape(-1)
     if not r.is_floating_point():
@@ -141,6 +144,7 @@ def fingerprint(torch, inputs: list) -> list[str]:
     def one(x) -> str:
         if not isinstance(x, torch.Tensor):
             return repr(x)
+        x = x.resolve_conj().resolve_neg()
         values = torch.view_as_real(x) if x.is_complex() else x
         return f"{tuple(x.shape)} {x.dtype} {float(values.sum(dtype=torch.float64))!r}"
 

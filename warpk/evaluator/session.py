@@ -94,7 +94,10 @@ class Session(Link):
             torch.default_generator.manual_seed(seed)
         with torch.device(self.dev.device):
             values = self.task.get_inputs()
-        return [x.to(self.dev.device) if isinstance(x, torch.Tensor) else x for x in values]
+        # a lazy conjugate or negative view resolved: its raw bytes, which the workers get, are
+        # not its values (the reference here would see the values, the workers the bytes)
+        return [x.to(self.dev.device).resolve_conj().resolve_neg() if isinstance(x, torch.Tensor) else x
+                for x in values]
 
     def build(self, with_reference_worker: bool = False, phase: str = "build") -> None:
         """Model here (and in the reference worker) and ModelNew over there from one fresh seed."""

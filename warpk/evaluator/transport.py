@@ -1,12 +1,11 @@
 """Tensors across the trust boundary: raw bytes in sealed memfds, described by TensorSpecs.
 
-The sender packs contiguous tensor bytes into a fresh memfd (ALIGN-byte aligned), then seals it
-against writing, growing and shrinking (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK) before the
-fd travels with its message. So the bytes a receiver verifies are the bytes that existed when
-the message was sent: a candidate cannot change its outputs after handing them over, nor truncate
-the file under the trusted reader (which would fault it with SIGBUS). `unpack` refuses an fd that
-is not a sealed regular file of the right size, a dtype outside DTYPES, a negative or oversized
-shape, or a misaligned offset: all `ProtocolError`, i.e. the candidate's fault.
+The sender packs contiguous tensor bytes (lazy conjugates resolved) into a fresh memfd (ALIGN
+aligned), sealed against writing, growing and shrinking before the fd travels with its message:
+the bytes a receiver verifies existed when the message was sent; a candidate cannot change its
+outputs after handing them over, nor truncate the file under the trusted reader (SIGBUS).
+`unpack` refuses an fd that is not a sealed regular file of the right size, a dtype outside
+DTYPES, a bad shape or a misaligned offset: all `ProtocolError`, the candidate's fault.
 
 On a GPU, big batches stay on the device (`Carrier(on_device=True)`): copied into a CUDA VMM
 allocation sent as an fd (warpk.evaluator.cudashare). Device memory cannot be sealed, so a
@@ -60,15 +59,13 @@ def layout(tensors: list) -> tuple[list[TensorSpec], int]:
 
 
 class Outbox:
-    """A memfd allocated ahead (so no page allocation happens while a batch is timed), filled
-    and sealed once; its fd then belongs to whoever sends it."""
+    """A memfd allocated ahead (no page allocation in a timed batch), filled and sealed once."""
 
     def __init__(self, nbytes: int = 0):
         self.fd = os.memfd_create("warpk", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        self.size = 0
+        self.size = max(nbytes, 0)
         if nbytes > 0:
             os.posix_fallocate(self.fd, 0, nbytes)
-            self.size = nbytes
 
     def close(self) -> None:
         if self.fd is not None:
@@ -86,7 +83,7 @@ class Outbox:
                 os.ftruncate(self.fd, needed)
             for t, spec in zip(tensors, specs, strict=True):
                 if t.numel():
-                    data = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+                    data = resolved(t).cpu().reshape(-1).view(torch.uint8).numpy()
                     _write_all(self.fd, data, spec.offset)
             seal(self.fd, seals)
         except BaseException:
@@ -94,6 +91,10 @@ class Outbox:
             raise
         fd, self.fd = self.fd, None
         return fd, specs
+
+
+def resolved(t):  # contiguous values: a lazy conjugate's raw bytes are not its values
+    return t.detach().resolve_conj().resolve_neg().contiguous()
 
 
 def pack(torch, tensors: list) -> tuple[int | None, list[TensorSpec]]:
@@ -117,8 +118,7 @@ def open_sealed(fd: int | None, needed: int):
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise ProtocolError("the attached fd is not a regular file")
-    try:  # what the kernel refuses is the sender's: a sealed sparse 1 TiB memfd mapped whole failed
-        #   with ENOMEM, a harness error (red team round 38), so only the bytes the specs need
+    try:  # the kernel's refusals are the sender's; only the needed bytes (round 38: 1 TiB, ENOMEM)
         if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
             raise ProtocolError("the attached memfd is not sealed against writes and resizing")
         if info.st_size < needed:
@@ -294,7 +294,7 @@ class DeviceOutbox:
             for t, spec in zip(tensors, specs, strict=True):
                 n = t.numel() * t.element_size()
                 if n:
-                    flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
+                    flat = resolved(t).reshape(-1).view(torch.uint8)
                     self.buffer[spec.offset : spec.offset + n].copy_(flat)
             torch.cuda.synchronize(self.device)
             fd = self.export()

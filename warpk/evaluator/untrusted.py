@@ -36,7 +36,7 @@ from warpk.evaluator import protocol as wire
 from warpk.evaluator.checks import flatten
 from warpk.evaluator.devices import Device
 from warpk.evaluator.protocol import TensorSpec
-from warpk.evaluator.transport import Carrier, dtype_name
+from warpk.evaluator.transport import Carrier, dtype_name, resolved
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
@@ -207,8 +207,7 @@ class Harness:
                     return wire.Ran("incorrect", reason, msg.nonce), None
         tensors = [o for call in flat for o in call]
         if not dev.cuda:  # the trusted side copies them out of this process's memory, frozen
-            # conjugate and negative views resolved: their raw bytes are not their values
-            kept = [t.detach().resolve_conj().resolve_neg().contiguous() for t in tensors]
+            kept = [resolved(t) for t in tensors]  # a lazy conjugate's bytes are not its values
             inputs = input_spans(staged)
             for t in kept:  # a view of an input it never read: page tables made here (touched.py)
                 start = t.data_ptr()
