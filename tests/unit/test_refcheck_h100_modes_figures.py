@@ -58,6 +58,15 @@ def test_the_rows_recompute_from_their_records():
     assert "26 passed, 1165 deselected in 421.05s" in (DATA / "pytest-gpu-2f2968f.log").read_text()
 
 
+def test_the_suite_lines():
+    for commit, line in (("2dce976", "1169 passed, 28 skipped in 916.21 s"),
+                         ("8bc67ea", "1178 passed, 28 skipped in 864.41 s")):
+        text = (DATA / f"pytest-cpu-{commit}.txt").read_text()
+        counts, seconds = line.split(" in ")
+        assert f"{counts}, 11 warnings in {seconds.removesuffix(' s')}s" in text and "rc=0" in text
+        assert f"at {commit}" in TEXT and line in TEXT
+
+
 def test_a_huge_batchs_copy_takes_one_of_two_times():
     copies = [ms for run in ("random", "pairs") for _, t in elementwise(run) for b in t for ms in b[:2]]
     assert len(copies) == 904 and sum(4.7 <= ms < 5.0 for ms in copies) == 13  # the rest at one end
