@@ -6,6 +6,7 @@ with each side first once, the ratio taken per pair."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 import pytest
 import torch
@@ -158,17 +159,32 @@ def test_the_baseline_stands_for_a_minute_and_says_when_the_reference_was_slowed
     assert times.fresh(key) is None
     times.add(key, Baseline(4, (1.0, 1.0, 1.0)))
     assert times.fresh(key).k == 4 and times.fresh(("another task", "cpu")) is None
-    alike = Timing(4, ref_ms=(1.0, 1.02, 0.98), new_ms=(1.0,) * 3, freeze="cgroup")
+    alike = Timing(4, ref_ms=(1.0, 1.02, 0.98, 1.0), new_ms=(1.0,) * 4, freeze="cgroup")
     assert not slowed(alike, times.fresh(key).ms) and not stale(alike, times.fresh(key).ms)
-    slower = Timing(4, ref_ms=(1.0 + 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    slower = Timing(4, ref_ms=(1.0 + 2 * CONTENTION_TOLERANCE,) * 4, new_ms=(1.0,) * 4, freeze="cgroup")
     assert slowed(slower, times.fresh(key).ms)
-    faster = Timing(4, ref_ms=(1.0 - 2 * CONTENTION_TOLERANCE,) * 3, new_ms=(1.0,) * 3, freeze="cgroup")
+    faster = Timing(4, ref_ms=(1.0 - 2 * CONTENTION_TOLERANCE,) * 4, new_ms=(1.0,) * 4, freeze="cgroup")
     assert stale(faster, times.fresh(key).ms) and not slowed(faster, times.fresh(key).ms)
     times.drop(key)
     assert times.fresh(key) is None  # measured again before the next candidate
     times.add(key, Baseline(4, (1.0,) * 3))
     now[0] = ALONE_MAX_AGE_S + 1
     assert times.fresh(key) is None  # a minute old: measured again
+
+
+def test_a_reference_slowed_in_one_batch_of_most_pairs_is_seen_as_slowed():
+    # Red team round 56: a candidate can tell which batches the reference runs right after it
+    # and slow those alone; 4 of 12 batches, one in each of 4 pairs, 2x: the median of the
+    # reference's batches did not move, the median of the pair ratios rose by all of it.
+    from warpk.evaluator.timing_phase import Timing, slowed
+
+    ref = [2.0, 1.0] * 4 + [1.0, 1.0] * 2
+    attack = Timing(7, ref_ms=tuple(ref), new_ms=(1.0,) * 12, freeze="cgroup", new_alone_ms=(1.0,) * 6)
+    assert statistics.median(attack.ref_ms) == 1.0  # what the check read before
+    assert slowed(attack, (1.0,) * 6)
+    fields = attack.fields(alone_ms=(1.0,) * 6)
+    assert fields["interleaved_speedup"] == pytest.approx(1.5) and fields["basis"] == "alone"
+    assert fields["speedup"] == pytest.approx(1.0)
 
 
 # --- the candidate timed alone too: a slowdown both sides share is not charged to it ------------
