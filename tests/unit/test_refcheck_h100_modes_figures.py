@@ -60,11 +60,27 @@ def test_the_rows_recompute_from_their_records():
 
 def test_the_suite_lines():
     for commit, line in (("2dce976", "1169 passed, 28 skipped in 916.21 s"),
-                         ("8bc67ea", "1178 passed, 28 skipped in 864.41 s")):
+                         ("8bc67ea", "1178 passed, 28 skipped in 864.41 s"),
+                         ("f4b76d7", "1180 passed, 28 skipped in 1002.22 s"),
+                         ("8c78146", "1180 passed, 28 skipped in 833.10 s")):
         text = (DATA / f"pytest-cpu-{commit}.txt").read_text()
         counts, seconds = line.split(" in ")
         assert f"{counts}, 11 warnings in {seconds.removesuffix(' s')}s" in text and "rc=0" in text
         assert f"at {commit}" in TEXT and line in TEXT
+
+
+def test_the_costliest_items_of_the_idle_suite():
+    text = (DATA / "pytest-cpu-8c78146.txt").read_text()
+    setups = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == "setup" and float(parts[0].rstrip("s")) > 70:
+            setups[parts[2].split("::")[0]] = float(parts[0].rstrip("s"))
+    assert setups == {"tests/integration/test_exploits.py": 331.34, "tests/integration/test_report.py": 99.29,
+                      "tests/integration/test_evaluate.py": 73.45}
+    wall = float(re.search(r" in ([\d.]+)s", text).group(1))
+    assert round(sum(setups.values())) == 504 and round(2 * wall, -1) == 1670
+    assert "504 s of the two xdist workers' ~1,670 s" in TEXT
 
 
 def test_a_huge_batchs_copy_takes_one_of_two_times():
