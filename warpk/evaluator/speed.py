@@ -2,8 +2,8 @@
 
 The speedup is the median of the reference/candidate ratios (interleaved batches: per pair of
 batches, one with either side first), robust to a stalled batch, with a distribution-free 95%
-interval from order statistics; "faster" (records.faster) means its lower
-end is above 1 + records.SPEED_BIAS_MARGIN.
+interval from order statistics; "faster" (records.faster) means its lower end is above 1 +
+records.SPEED_BIAS_MARGIN.
 
 Non-goals: no timing itself, no torch.
 """
@@ -28,6 +28,12 @@ def median_interval(values: list[float]) -> tuple[float, float]:
     return ordered[k - 1], ordered[n - k]
 
 
+def pair_means(ms) -> list[float]:
+    """The mean of each pair of consecutive batches (timing_phase.time_batches lists them in
+    pairs, one of either order): what the interleaved ratios are made of."""
+    return [(ms[i] + ms[i + 1]) / 2 for i in range(0, len(ms) - 1, 2)]
+
+
 def speed_summary(ref_ms: list[float], new_ms: list[float], pairs: bool = False) -> dict:
     """Medians and IQRs per call; the speedup is the median of the ratios (robust to a stalled
     batch) with its distribution-free 95% interval. The ratios are per batch, or with `pairs` per
@@ -47,7 +53,7 @@ def speed_summary(ref_ms: list[float], new_ms: list[float], pairs: bool = False)
     if pairs:
         if len(ref_ms) % 2 or len(new_ms) != len(ref_ms):
             raise ValueError(f"{len(ref_ms)} and {len(new_ms)} batches are not whole pairs")
-        ratios = [(ref_ms[i] + ref_ms[i + 1]) / (new_ms[i] + new_ms[i + 1]) for i in range(0, len(ref_ms), 2)]
+        ratios = [r / n for r, n in zip(pair_means(ref_ms), pair_means(new_ms), strict=True)]
     else:
         ratios = [r / n for r, n in zip(ref_ms, new_ms, strict=True)]
     low, high = median_interval(ratios)

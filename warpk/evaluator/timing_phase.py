@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from warpk.evaluator.checks import Verdict, check_redrawn, fingerprint
-from warpk.evaluator.speed import speed_summary
+from warpk.evaluator.speed import pair_means, speed_summary
 
 MAX_CALLS_PER_BATCH = 4096
 # Batches before the timed ones, not used: the candidate's worker is a fresh process (its
@@ -171,16 +171,12 @@ class AloneTimes:
         self.entries.pop(key, None)
 
 
-def pair_means(ms) -> list[float]:
-    """The mean of each pair of batches (`time_batches` lists them in pairs): what the speedup's
-    ratios are made of, so the reference's time is judged on the same (red team round 56: a
-    reference slowed in 4 of 12 batches, one in each of 4 pairs, left the median of its batches
-    where it was and raised the median of the pair ratios by the whole slowdown)."""
-    return [(ms[i] + ms[i + 1]) / 2 for i in range(0, len(ms) - 1, 2)]
-
-
 def interleaved_ms(timing: Timing) -> float:
-    """The interleaved reference's time per call: the median of its pairs' means."""
+    """The interleaved reference's time per call: the median of its pairs' means
+    (speed.pair_means), what the speedup's ratios are made of, so the reference is judged on the
+    same (red team round 56: a reference slowed in 4 of 12 batches, one in each of 4 pairs, left
+    the median of its batches where it was and raised the median of the pair ratios by all of
+    it)."""
     return statistics.median(pair_means(timing.ref_ms))
 
 
