@@ -230,7 +230,8 @@ def main() -> None:
     )
     parser.add_argument("--suite", choices=("bundled", "synthetic"), default="bundled")
     parser.add_argument("--synthetic", nargs="*", default=[],
-                        help="tasks=synthetic settings, e.g. tasks.size=200 tasks.max_ops=3")
+                        help="tasks=synthetic settings, e.g. tasks.size=200 tasks.max_ops=3, or a preset: "
+                        "+experiment=synthetic_learning_claim (the claim run of docs/training.md)")
     parser.add_argument("--train-eval-tasks", type=int, default=16,
                         help="--suite synthetic: train tasks in the train-split evaluations")
     parser.add_argument(
