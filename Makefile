@@ -69,9 +69,11 @@ slurm-down:
 	bash scripts/slurm_local.sh down
 
 # The whole pipeline at small scale on a CPU (docs/reports.md): the bundled reference solutions
-# evaluated over three seeds (the yardstick, arm evaluate/m0), M0-M3 trained with policy=tiny on
-# the bundled suite over three seeds (+experiment=cross_model, arms train/m0..m3), then M4 and
-# M5, then the report of every run that finished. M4/M5 whose stage is not built yet print
+# evaluated over three seeds (the yardstick, arm evaluate/m0); seed 0 of the learning claim of
+# docs/training.md re-run (the synthetic family, policy=small: M0 by SFT, M1 by GRPO from it, both
+# evaluated held-out; printed beside the committed seed 0; M2/M3 train exactly like M1 on a CPU,
+# which has no energy meter, so they are not re-run here); then M4 and M5, then the report of
+# every run that finished. M4/M5 whose stage is not built yet print
 # SKIPPED with the reason; an arm that fails (e.g. stage=runtime without its GPU calibration)
 # prints FAILED, the report is still written, and `make reproduce` exits non-zero naming it.
 # Runs: multirun/reproduce/; report: outputs/reproduce-report/REPORT.md.
@@ -82,7 +84,9 @@ reproduce: $(STAMP)
 	rm -rf $(REPRO) $(REPRO_REPORT)
 	OMP_NUM_THREADS=1 $(PY) -m warpk -m +experiment=measurement_repeatability seed=11,22,33 \
 		hydra.sweep.dir=$(REPRO)/reference
-	OMP_NUM_THREADS=1 $(PY) -m warpk -m +experiment=cross_model policy=tiny hydra.sweep.dir=$(REPRO)/m0-m3
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_learning.py --suite synthetic \
+		--synthetic +experiment=synthetic_learning_claim --seeds 0 --k 8 --out $(REPRO)/learning \
+		--against docs/data/learning-synthetic-claim-e49ae00/seed0
 	@failed=""; \
 	for arm in m4:runtime:runtime_vs_static m5:hrl:hierarchical_control; do \
 		name=$${arm%%:*}; rest=$${arm#*:}; stage=$${rest%%:*}; preset=$${rest#*:}; \

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning_report import merge, summarise, write  # noqa: E402
+from benchmarks.learning_report import against, merge, summarise, write  # noqa: E402
 from warpk.config import RewardConfig  # noqa: E402
 from warpk.hardware import usable_cores  # noqa: E402
 from warpk.records import EvalRecord  # noqa: E402
@@ -237,6 +237,8 @@ def main() -> None:
     parser.add_argument(
         "overrides", nargs="*", help="extra warpk overrides for every run, e.g. train.max_steps=10"
     )
+    parser.add_argument("--against", type=Path,
+                        help="an earlier run's --out (a claim's seed folder): its figures beside this run's")
     parser.add_argument("--merge", type=Path, nargs="+",
                         help="summarise the seeds of earlier --out folders of one design into --out")
     args = parser.parse_args()
@@ -269,6 +271,10 @@ def main() -> None:
     }
     summary = summarise(seeds, shared_m0 is not None)
     write(args.out, meta, seeds, summary, SUITE["label"])
+    if args.against:
+        table = against(seeds, args.against)
+        (args.out / "against.md").write_text(table)
+        print(table)
 
 
 if __name__ == "__main__":

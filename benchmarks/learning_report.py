@@ -211,3 +211,27 @@ def merge(folders: list[Path], out: Path) -> None:
     label = tasks if isinstance(tasks, str) else f"tasks {', '.join(tasks)}"
     summary = summarise(seeds, meta.get("m0_seed") is not None)
     write(out, meta, seeds, summary, label)
+
+
+AGAINST = (("heldout_correct_rate", "held-out correct"), ("heldout_reward", "held-out reward"),
+           ("heldout_ok_speedup", "held-out ok speedup"), ("correct_rate", "train-split correct"),
+           ("reward", "train-split reward"))
+
+
+def against(seeds: list[dict], folder: Path) -> str:
+    """Each seed's figures beside the same seed's in an earlier run's folder (e.g. the committed
+    claim, which `make reproduce` re-runs one seed of): a table, with the earlier run's commit."""
+    earlier = json.loads((folder / "bench_learning.json").read_text())
+    by_seed = {s["seed"]: s for s in earlier["seeds"]}
+    lines = [f"Beside {folder} (commit {earlier['meta'].get('commit')}, {earlier['meta']['date']}):", "",
+             "| seed | arm | figure | this run | earlier run |", "|---|---|---|---|---|"]
+    for s in seeds:
+        before = by_seed.get(s["seed"])
+        if before is None:
+            lines.append(f"| {s['seed']} | - | - | - | not in {folder} |")
+            continue
+        for arm in ("m0", "m1"):
+            for key, name in AGAINST:
+                lines.append(f"| {s['seed']} | {arm.upper()} | {name} | {_num(s[arm].get(key))} | "
+                             f"{_num(before[arm].get(key))} |")
+    return "\n".join(lines) + "\n"

@@ -92,3 +92,16 @@ def test_merge_refuses_a_seed_twice(tmp_path):
     second = _run(tmp_path / "b", {0: (0.1, 0.2)})
     with pytest.raises(SystemExit, match="twice"):
         bench.merge([first, second], tmp_path / "all")
+
+
+def test_against_puts_each_seed_beside_the_same_seed_of_an_earlier_run(tmp_path):
+    """`make reproduce` re-runs seed 0 of the claim and prints it beside the committed seed 0."""
+    earlier = _run(tmp_path / "claim", {0: (0.16, 0.13), 1: (0.14, 0.14)}, commit="e49ae00")
+    now = json.loads(_run(tmp_path / "now", {0: (0.17, 0.12), 5: (0.1, 0.1)})
+                     .joinpath("bench_learning.json").read_text())["seeds"]
+    table = bench.against(now, earlier)
+    assert "commit e49ae00" in table
+    assert "| 0 | M0 | held-out correct | 0.170 | 0.160 |" in table
+    assert "| 0 | M1 | held-out correct | 0.120 | 0.130 |" in table
+    assert f"| 5 | - | - | - | not in {earlier} |" in table
+    assert "| 1 |" not in table  # only this run's seeds
