@@ -23,7 +23,13 @@ from warpk.config import EvaluateConfig, HardwareConfig
 from warpk.evaluator import EvalItem, Evaluator
 from warpk.evaluator import sandbox as sandbox_module
 from warpk.evaluator.roofline import implausible_reason, roofline_floor_ms
-from warpk.evaluator.sandbox import SANDBOX_HOME, SCRATCH_LIMIT_BYTES, bwrap_command, resolve_sandbox
+from warpk.evaluator.sandbox import (
+    SANDBOX_HOME,
+    SCRATCH_LIMIT_BYTES,
+    bwrap_command,
+    resolve_sandbox,
+    worker_env,
+)
 from warpk.tasks import load_task_file
 
 SOFTMAX = REPO / "kernelbench" / "problems" / "01_softmax.py"
@@ -603,3 +609,15 @@ def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_
     record = _measure(hog, fresh=True, memory_limit_gb=3.0, run_timeout_s=60.0)  # reclaim is slow
     assert record.status == "crashed" and "memory budget for all sandboxes" in record.error, record.error
     assert len(attempts) == 2
+
+
+def test_the_workers_environment_keeps_the_allocator_setting_and_nothing_secret(monkeypatch):
+    """Every worker (trusted, reference, candidate) gets the run's CUDA allocator setting alike,
+    and the parent's other variables stay out."""
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    monkeypatch.setenv("HF_TOKEN", "secret-hf-token")
+    env = worker_env(SANDBOX_HOME, 1, {})
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert "HF_TOKEN" not in env
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in worker_env(SANDBOX_HOME, 1, {})

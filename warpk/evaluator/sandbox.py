@@ -131,7 +131,8 @@ from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX")
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
+            "PYTORCH_CUDA_ALLOC_CONF")  # the allocator as the run asks, in every worker alike
 # The sandbox's private /tmp, its working dir included: tmpfs pages are host memory that no
 # process's RSS shows, so the cap bounds them (a candidate needs a few files and compiler caches).
 SCRATCH_LIMIT_BYTES = 2 << 30
