@@ -1,0 +1,85 @@
+"""The session-36 figures of docs/benchmarks.md (L1 at 4f604c2 on an H100), recomputed from
+docs/data/refcheck-h100-2026-12-07-4f604c2/: the row, the low block of huge copies with the
+reference worker in the fast mode, the copies outside it, and the GPU's clocks before every Go."""
+
+import gzip
+import re
+import statistics
+from pathlib import Path
+
+from tests.unit.test_refcheck_h100_078e0ce_figures import TEXT, load, row
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data" / "refcheck-h100-2026-12-07-4f604c2"
+BATCH = re.compile(r"batch (\d+) k=\d+ reference ([\d.]+) ms candidate ([\d.]+) ms \((\w+) first\) "
+                   r"clocks before: reference (\S+) candidate (\S+)")
+WARMUP = 2  # each copy's first two batches are not timed
+
+
+def number(record: dict) -> int:
+    return int(record["task_id"].split("/")[-1].split("_")[0])
+
+
+def records() -> list[dict]:
+    return load(DATA / "records-L1.jsonl")
+
+
+def batches() -> list[list[tuple]]:
+    """Per copy, in order: each timed batch's (reference ms, candidate ms, clocks of both)."""
+    copies = []
+    for line in gzip.open(DATA / "trusted.log.gz", "rt"):
+        if m := BATCH.match(line):
+            if m[1] == "0":
+                copies.append([])
+            copies[-1].append((float(m[2]), float(m[3]), m[5], m[6]))
+    assert len(copies) == len(records())
+    return [c[WARMUP:] for c in copies]
+
+
+def inside(r: dict) -> bool:
+    return r["speedup_low"] <= 1 <= r["speedup_high"]
+
+
+def faster(low: int, high: int) -> tuple[int, int, int]:
+    """Timed batches of copies L1 low-high: how many, the reference > 5% faster, the candidate."""
+    pairs = [b for r, c in zip(records(), batches(), strict=True) if low <= number(r) <= high for b in c]
+    return len(pairs), sum(a < 0.95 * b for a, b, *_ in pairs), sum(b < 0.95 * a for a, b, *_ in pairs)
+
+
+def test_the_row():
+    rs = records()
+    assert {r["status"] for r in rs} == {"ok"} and {r["timing_batches"] for r in rs} == {12}
+    assert [number(r) for r in rs] == list(range(1, 94))
+    assert row("4f604c2", "L1", rs) in TEXT
+    assert f"contain 1 for {sum(map(inside, rs))} of {len(rs)} (80%)" in TEXT
+
+
+def test_the_block_and_the_fast_mode():
+    block = [r for r in records() if 26 <= number(r) <= 39]
+    sp = [r["speedup"] for r in block]
+    assert f"L1 26-39 lie at {min(sp):.3f}-{max(sp):.3f}" in TEXT
+    missed = sum(r["speedup_high"] < 1 for r in block)
+    assert missed == len(block) - sum(map(inside, block))
+    assert f"{missed} of their 14 intervals miss 1 below" in TEXT
+    n, ref, cand = faster(26, 39)
+    said = (f"in their {n} timed batches the reference worker was more than 5% faster than the candidate "
+            f"in {ref} and the candidate in {cand}")
+    assert said in TEXT
+    n, ref, cand = faster(19, 25)
+    assert f"(L1 19-25 just before: {ref} and {cand} of {n})" in TEXT
+
+
+def test_outside_the_block():
+    outside = [r for r in records() if not 26 <= number(r) <= 39]
+    misses = [r for r in outside if not inside(r)]
+    assert f"Outside the block {len(outside) - len(misses)} of {len(outside)} contain 1" in TEXT
+    gap = statistics.median(min(abs(r["speedup_low"] - 1), abs(r["speedup_high"] - 1)) for r in misses)
+    assert f"the {len(misses)} others miss by little (a median of {gap:.3f} from 1)" in TEXT
+    r58 = next(r for r in outside if number(r) == 58)
+    assert f"(58: {r58['speedup']:.3f} [{r58['speedup_low']:.3f}, {r58['speedup_high']:.3f}])" in TEXT
+
+
+def test_the_clocks_before_every_go():
+    clocks = {(ref, cand) for c in batches() for *_, ref, cand in c}
+    everything = sum(1 for line in gzip.open(DATA / "trusted.log.gz", "rt") if BATCH.match(line))
+    assert clocks == {("1980/2619", "1980/2619")}
+    assert f"1980 and 2619 MHz in all {everything} batches, on both sides" in TEXT
