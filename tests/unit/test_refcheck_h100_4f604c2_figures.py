@@ -83,3 +83,11 @@ def test_the_clocks_before_every_go():
     everything = sum(1 for line in gzip.open(DATA / "trusted.log.gz", "rt") if BATCH.match(line))
     assert clocks == {("1980/2619", "1980/2619")}
     assert f"1980 and 2619 MHz in all {everything} batches, on both sides" in TEXT
+
+
+def test_the_readme_line():
+    readme = " ".join((DATA.parents[2] / "README.md").read_text().split())
+    rs = records()
+    assert f"L1 1-93 on an H100 (2026-12-07, 4f604c2): {len(rs)}/{len(rs)} `ok`" in readme
+    assert f"median {statistics.median(r['speedup'] for r in rs):.3f}" in readme
+    assert f"the interval containing 1 for {sum(map(inside, rs))}/{len(rs)} (80%" in readme
