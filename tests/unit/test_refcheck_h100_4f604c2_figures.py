@@ -91,3 +91,57 @@ def test_the_readme_line():
     assert f"L1 1-93 on an H100 (2026-12-07, 4f604c2): {len(rs)}/{len(rs)} `ok`" in readme
     assert f"median {statistics.median(r['speedup'] for r in rs):.3f}" in readme
     assert f"the interval containing 1 for {sum(map(inside, rs))}/{len(rs)} (80%" in readme
+
+
+# --- the two later calls: expandable segments against the default, and the run's history ---------
+ALLOC = DATA.parent / "refcheck-h100-2026-12-07-alloc"
+LINE = re.compile(r"ok speedup ([\d.]+) \[([\d.]+), ([\d.]+)\]")
+
+
+def order_counts(log: Path, recs: list[dict], low: int, high: int) -> dict[str, int]:
+    """Timed batches of copies low-high: the reference > 5% faster than the candidate, by where
+    it came; the candidate > 5% faster, either order."""
+    copies = []
+    for line in gzip.open(log, "rt"):
+        if m := BATCH.match(line):
+            if m[1] == "0":
+                copies.append([])
+            copies[-1].append((float(m[2]), float(m[3]), m[4]))
+    out = dict(second=0, first=0, n_second=0, n_first=0, candidate=0)
+    for r, c in zip(recs, copies, strict=True):
+        if low <= number(r) <= high:
+            for ref, cand, first in c[WARMUP:]:
+                where = "second" if first == "candidate" else "first"
+                out[f"n_{where}"] += 1
+                out[where] += ref < 0.95 * cand
+                out["candidate"] += cand < 0.95 * ref
+    return out
+
+
+def test_the_reference_is_fast_when_it_comes_second():
+    got = order_counts(DATA / "trusted.log.gz", records(), 26, 39)
+    said = (f"in the fast mode in {got['second']} of the {got['n_second']} it came second in and "
+            f"{got['first']} of the {got['n_first']} it came first in; "
+            f"the candidates in {got['candidate']} of 168")
+    assert said in TEXT
+
+
+def test_expandable_segments_and_the_default():
+    widths = {}
+    for name in ("expandable", "default"):
+        found = [LINE.search(line) for line in (ALLOC / f"{name}-refcheck.log").read_text().splitlines()]
+        widths[name] = [float(m[3]) - float(m[2]) for m in found if m]
+    assert len(widths["expandable"]) == 4 and len(widths["default"]) == 5
+    assert (f"a median width of {statistics.median(widths['expandable']):.3f} over 4 against "
+            f"{statistics.median(widths['default']):.3f} over 5") in TEXT
+    assert "all: 5/5 ok in 47 s" in (ALLOC / "default-refcheck.log").read_text()
+
+
+def test_the_block_after_a_history():
+    recs = load(ALLOC / "history-records-L1.jsonl")
+    early = [r["speedup"] for r in recs if number(r) <= 25]
+    late = [r["speedup"] for r in recs if number(r) >= 26]
+    assert f"20-25 at {min(early):.3f}-{max(early):.3f}, 26-32 at {min(late):.3f}-{max(late):.3f}" in TEXT
+    got = order_counts(ALLOC / "history-trusted.log.gz", recs, 26, 32)
+    assert (f"the reference in the fast mode in {got['second']} of the {got['n_second']} batches it came "
+            f"second in and {got['first']} of {got['n_first']} when first") in TEXT
