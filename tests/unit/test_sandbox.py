@@ -611,13 +611,12 @@ def test_a_candidate_killed_for_the_budget_over_all_sandboxes_is_measured_again_
     assert len(attempts) == 2
 
 
-def test_the_workers_environment_keeps_the_allocator_setting_and_nothing_secret(monkeypatch):
-    """Every worker (trusted, reference, candidate) gets the run's CUDA allocator setting alike,
-    and the parent's other variables stay out."""
+def test_the_workers_allocator_is_ours_to_set_not_the_trainers(monkeypatch):
+    """Every worker (trusted, reference, candidate) gets WARPK_WORKER_ALLOC_CONF as its CUDA
+    allocator setting alike; a trainer's own PYTORCH_CUDA_ALLOC_CONF and secrets stay out."""
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     monkeypatch.setenv("HF_TOKEN", "secret-hf-token")
     env = worker_env(SANDBOX_HOME, 1, {})
-    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
-    assert "HF_TOKEN" not in env
-    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
-    assert "PYTORCH_CUDA_ALLOC_CONF" not in worker_env(SANDBOX_HOME, 1, {})
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in env and "HF_TOKEN" not in env
+    monkeypatch.setenv("WARPK_WORKER_ALLOC_CONF", "expandable_segments:True")
+    assert worker_env(SANDBOX_HOME, 1, {})["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"

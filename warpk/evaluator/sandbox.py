@@ -131,8 +131,9 @@ from warpk.paths import REPO as PROJECT_ROOT
 
 PACKAGE_DIR = PROJECT_ROOT / "warpk"
 # Variables a worker may inherit; everything else (tokens, W&B keys, HF tokens...) is dropped.
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX",
-            "PYTORCH_CUDA_ALLOC_CONF")  # the allocator as the run asks, in every worker alike
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "CC", "CXX")
+# The workers' CUDA allocator, every worker alike (a timing diagnostic), never a trainer's own setting
+WORKER_ALLOC = "WARPK_WORKER_ALLOC_CONF"  # expandable segments widened GPU intervals (2026-12-07)
 # The sandbox's private /tmp, its working dir included: tmpfs pages are host memory that no
 # process's RSS shows, so the cap bounds them (a candidate needs a few files and compiler caches).
 SCRATCH_LIMIT_BYTES = 2 << 30
@@ -262,6 +263,8 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
         MALLOC_TRIM_THRESHOLD_=str(1024 * 1024 * 1024),
         MALLOC_TOP_PAD_=str(64 * 1024 * 1024),
     )
+    if os.environ.get(WORKER_ALLOC):
+        env["PYTORCH_CUDA_ALLOC_CONF"] = os.environ[WORKER_ALLOC]
     env.update(extra)
     return env
 
