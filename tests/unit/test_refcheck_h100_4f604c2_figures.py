@@ -23,16 +23,17 @@ def records() -> list[dict]:
     return load(DATA / "records-L1.jsonl")
 
 
-def batches() -> list[list[tuple]]:
-    """Per copy, in order: each timed batch's (reference ms, candidate ms, clocks of both)."""
-    copies = []
-    for line in gzip.open(DATA / "trusted.log.gz", "rt"):
+def batches(log: Path = DATA / "trusted.log.gz", copies: int | None = None) -> list[list[tuple]]:
+    """Per copy, in order: each timed batch's (reference ms, candidate ms, the side that came
+    first, the clocks before each side)."""
+    found = []
+    for line in gzip.open(log, "rt"):
         if m := BATCH.match(line):
             if m[1] == "0":
-                copies.append([])
-            copies[-1].append((float(m[2]), float(m[3]), m[5], m[6]))
-    assert len(copies) == len(records())
-    return [c[WARMUP:] for c in copies]
+                found.append([])
+            found[-1].append((float(m[2]), float(m[3]), m[4], m[5], m[6]))
+    assert len(found) == (len(records()) if copies is None else copies)
+    return [c[WARMUP:] for c in found]
 
 
 def inside(r: dict) -> bool:
@@ -101,16 +102,10 @@ LINE = re.compile(r"ok speedup ([\d.]+) \[([\d.]+), ([\d.]+)\]")
 def order_counts(log: Path, recs: list[dict], low: int, high: int) -> dict[str, int]:
     """Timed batches of copies low-high: the reference > 5% faster than the candidate, by where
     it came; the candidate > 5% faster, either order."""
-    copies = []
-    for line in gzip.open(log, "rt"):
-        if m := BATCH.match(line):
-            if m[1] == "0":
-                copies.append([])
-            copies[-1].append((float(m[2]), float(m[3]), m[4]))
     out = dict(second=0, first=0, n_second=0, n_first=0, candidate=0)
-    for r, c in zip(recs, copies, strict=True):
+    for r, c in zip(recs, batches(log, len(recs)), strict=True):
         if low <= number(r) <= high:
-            for ref, cand, first in c[WARMUP:]:
+            for ref, cand, first, *_ in c:
                 where = "second" if first == "candidate" else "first"
                 out[f"n_{where}"] += 1
                 out[where] += ref < 0.95 * cand
