@@ -35,6 +35,10 @@ case "$1" in
         --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|XFAIL|XPASS|passed|failed|Error|assert" ;;
   refcheck)
     if [ -n "${WORKER_LOGS:-}" ]; then mkdir -p "$OUT/wl"; export WARPK_WORKER_LOGS=$OUT/wl; fi
+    # diagnostics of the huge copies' two speeds: GO_PAUSE_MS (a pause before each huge Go),
+    # FREEZE_REFERENCE=1 (the reference worker frozen after each huge batch, as the candidate is)
+    if [ -n "${GO_PAUSE_MS:-}" ]; then export WARPK_DEBUG_GO_PAUSE_MS=$GO_PAUSE_MS; fi
+    if [ -n "${FREEZE_REFERENCE:-}" ]; then export WARPK_DEBUG_FREEZE_REFERENCE=1; fi
     timeout "$LIMIT" python benchmarks/kernelbench_refcheck.py --root .carry/kb/KernelBench \
         --levels ${LEVELS:-1 2 3} ${SUBSET:+--subset $SUBSET} ${SEQUENCE:+--sequence $SEQUENCE} --repeat ${REPEAT:-1} --out "$OUT/rc" 2>&1 | tee "$OUT/refcheck.log" \
         | grep -v ": ok speedup"

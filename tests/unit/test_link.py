@@ -69,6 +69,21 @@ def test_outputs_are_read_out_of_the_workers_memory_and_the_time_is_ours():
     assert wall_ms > 0 and not hasattr(ran, "compute_ms")
 
 
+def test_a_huge_go_pauses_after_its_stage_only_when_asked(monkeypatch):
+    # a diagnostic of the huge copies' two speeds (scripts/device_acceptance.sh GO_PAUSE_MS)
+    from warpk.evaluator import link as link_module
+
+    slept = []
+    monkeypatch.setattr(link_module.time, "sleep", slept.append)
+    link = link_to(doubled)
+    link.go([[torch.arange(8, dtype=torch.float32)]], 10.0, consume=True)
+    monkeypatch.setattr(link_module, "GO_PAUSE_S", 0.05)
+    link.go([[torch.arange(8, dtype=torch.float32)]], 10.0)  # not huge: no pause
+    assert slept == []
+    link.go([[torch.arange(8, dtype=torch.float32)]], 10.0, consume=True)
+    assert slept == [0.05]
+
+
 def test_an_answer_that_does_not_echo_the_nonce_is_a_protocol_error():
     link = link_to(lambda msg, inputs: wire.Ran("ok", None, "guessed", [], []))
     with pytest.raises(wire.ProtocolError, match="nonce"):

@@ -287,3 +287,17 @@ def test_the_candidate_alone_runs_back_to_back_and_is_verified_on_its_inputs_by_
         candidate_alone(cand, draw, 3, 4, hold_bytes=3 * 4 - 1, most_bytes=1000)
     # outputs that would not fit the memory they may hold: not timed alone (the old correction)
     assert candidate_alone(cand, draw, 3, 4, hold_bytes=300, most_bytes=1000) == ((), [])
+
+
+def test_the_reference_frozen_after_each_huge_batch_when_asked(monkeypatch):
+    # a diagnostic of the huge copies' two speeds (scripts/device_acceptance.sh FREEZE_REFERENCE=1)
+    still, ref_still, log = Still(), Still(), []
+    cand = FakeSide("candidate", 1.0, still, log)
+    ref = FakeSide("reference", 2.0, ref_still, log)
+    time_batches(cand, ref, still, lambda seed: [seed % 1000], verify, 1, 4, True, torch)
+    assert ref_still.freezes == 0  # not unless asked
+    monkeypatch.setenv("WARPK_DEBUG_FREEZE_REFERENCE", "1")
+    time_batches(cand, ref, still, lambda seed: [seed % 1000], verify, 1, 4, True, torch)
+    assert ref_still.freezes == 4 + 2  # each timed batch and the two warmups
+    time_batches(cand, ref, still, lambda seed: [seed % 1000], verify, 1, 4, False, torch)
+    assert ref_still.freezes == 6  # small tasks: never

@@ -47,6 +47,10 @@ BIG_IO_BYTES = _env_bytes("WARPK_TEST_BIG_IO_BYTES", 1 << 30, "tests")
 # 1.000 and those under 128 MiB (memfds) 0.998 (docs/benchmarks.md, "which path a batch took").
 # WARPK_DEVICE_MEMORY_BYTES (benchmarks/screen_copy_bias.py only) sets it for a screen.
 DEVICE_MEMORY_BYTES = _env_bytes("WARPK_DEVICE_MEMORY_BYTES", 128 << 20, "screens")
+# A diagnostic (scripts/device_acceptance.sh, GO_PAUSE_MS): a huge task's Go waits this long
+# after its Stage, the GPU idle, so what the driver does after the other side freed its memory
+# cannot overlap the clock (the reference worker ~10% faster than the candidate, H100 2026-12-07).
+GO_PAUSE_S = _env_bytes("WARPK_DEBUG_GO_PAUSE_MS", 0, "diagnostics") / 1e3
 HARNESS_PREFIXES = ("evaluation failed", "the candidate's worker", "in ", "batch ", "an energy batch")
 CANDIDATE_FAILURES = ("compile_error", "runtime_error", "crashed", "incorrect", "static_reject")
 
@@ -170,6 +174,8 @@ class Link:
             self.release()  # our copy's device memory back to the driver: the workers need it
         try:
             self.prepare(len(encoded))
+            if consume and GO_PAUSE_S:
+                time.sleep(GO_PAUSE_S)
             ran, outs, ins, wall_ms = self.go_encoded(fd, encoded, limit_s, **flags)
             # it worked on our memfd in place and is frozen now: the memfd is as it left it
             if calls and self.remote:

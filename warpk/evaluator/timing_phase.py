@@ -251,6 +251,7 @@ def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batche
         _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
+            freeze_reference(reference)
         del calls, outs
         if os.environ.get("WARPK_DEBUG_TIMING"):
             print(f"baseline batch {batch} k={k} reference {wall_ms:.3f} ms", file=sys.stderr, flush=True)
@@ -258,6 +259,15 @@ def reference_alone(reference: Side, draw: Callable[[int], list], k: int, batche
             times.append(wall_ms / k)
         warm_ms, batch = warm_ms + wall_ms, batch + 1
     return tuple(times)
+
+
+def freeze_reference(reference: Side) -> None:
+    """A diagnostic (WARPK_DEBUG_FREEZE_REFERENCE): the reference worker frozen after giving its
+    memory back, as the candidate's is (its next message thaws it): does the candidate's freeze
+    make the sides differ? (H100 2026-12-07: the reference ~10% faster on huge copies)."""
+    still = getattr(reference, "still", None)
+    if still is not None and os.environ.get("WARPK_DEBUG_FREEZE_REFERENCE"):
+        still.freeze()
 
 
 def calls_per_batch(ref_call_s: float, io_bytes: float, batch_target_ms: float,
@@ -310,6 +320,7 @@ def time_batches(candidate: Side, reference: Side, still: Still, draw: Callable[
         _, outs, _, wall_ms = reference.go(calls, reference.limit_for(k), consume=big, release=big)
         if big:
             reference.settle()
+            freeze_reference(reference)
         return outs, wall_ms
 
     orders = batch_orders(batches)

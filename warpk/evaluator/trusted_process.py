@@ -57,7 +57,8 @@ class TrustedProcess:
         if logs:
             env["WARPK_DEBUG_TIMING"] = "1"
         # profile_evaluator.py's laps; tests; screen_copy_bias.py
-        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES"):
+        for name in ("WARPK_PROFILE", "WARPK_TEST_BIG_IO_BYTES", "WARPK_DEVICE_MEMORY_BYTES",
+                     "WARPK_DEBUG_GO_PAUSE_MS", "WARPK_DEBUG_FREEZE_REFERENCE"):
             if os.environ.get(name):
                 env[name] = os.environ[name]
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
