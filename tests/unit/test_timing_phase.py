@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from warpk.evaluator.checks import Verdict
-from warpk.evaluator.timing_phase import calls_per_batch, time_batches
+from warpk.evaluator.timing_phase import Timing, calls_per_batch, time_batches
 
 
 class Still:
@@ -139,6 +139,19 @@ def test_a_reference_slowed_while_the_candidate_existed_is_not_credited():
     assert noise["speedup"] == pytest.approx(2.0)
     untouched = timing.fields(alone_ms=(3.0,) * 5)  # alone it was slower: nothing to take back
     assert untouched["speedup"] == pytest.approx(2.0) and untouched["ref_alone_runtime_ms"] == 3.0
+
+
+def test_a_reference_faster_interleaved_than_alone_widens_only_the_upper_end():
+    # H100, 2026-12-07: the reference worker of huge L1 copies ~10% faster interleaved than in its
+    # own baseline, the candidate as fast as that baseline: copies at 0.88-0.94, intervals below 1
+    copy = Timing(1, ref_ms=(0.9, 0.91) * 6, new_ms=(1.0, 0.99) * 6, freeze="cgroup")
+    fields = copy.fields(alone_ms=(1.0,) * 6)
+    turns = copy.fields()
+    assert fields["speedup"] == turns["speedup"] and fields["speedup_low"] == turns["speedup_low"] < 1
+    assert turns["speedup_high"] < 1 <= fields["speedup_high"]  # reaches the reference at its alone speed
+    assert fields["ref_contention"] == pytest.approx(0.905)
+    noise = copy.fields(alone_ms=(0.94,) * 6)  # within the tolerance: as it was
+    assert noise["speedup_high"] == turns["speedup_high"]
 
 
 # --- the reference timed alone before the candidate (the baseline), kept for a minute -----------
