@@ -60,7 +60,8 @@ class EvalRecord:
     ref_runtime_iqr_ms: float | None = None
     speedup: float | None = None  # median of ref/candidate time ratios of pairs of batches
     speedup_low: float | None = None  # its 95% interval over the batches; where the reference was
-    speedup_high: float | None = None  # slowed, up to the interleaved ratio's too (interleaved_speedup)
+    speedup_high: float | None = None  # slowed, up to the interleaved ratio's too (interleaved_speedup);
+    #                                    faster than alone, up to the ratio at the reference's alone speed
     energy_j: float | None = None  # energy per call of the candidate
     energy_uncertainty_j: float | None = None
     ref_energy_j: float | None = None

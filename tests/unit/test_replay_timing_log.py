@@ -53,6 +53,11 @@ def test_coverage_under_the_current_rule():
     width = statistics.median(f["speedup_high"] - f["speedup_low"] for f in now)
     assert (f"contain 1 for {after} of {len(rs)} ({after / len(rs):.0%}; {before} as recorded), the block's "
             f"{sum(map(inside, block))} of 14; median width {width:.3f}") in TEXT
+    widened = [r for r in rs if (c := r["ref_contention"]) is not None and not 1 / 1.05 <= c <= 1.05]
+    others = [f for r, f in zip(rs, now, strict=True) if r not in widened]
+    assert (f"of the 93, {len(widened)} were widened (the\n  reference beyond 5% of its baseline either way) "
+            f"and of the other {len(others)}, {sum(map(inside, others))} contain 1 "
+            f"({sum(map(inside, others)) / len(others):.0%})") in TEXT
     said = []
     for folder, name in ((DATA / "refcheck-h100-2026-12-07-modes", "pairs-"),
                          (DATA / "refcheck-h100-2026-12-07-alloc", "history-")):
@@ -132,3 +137,18 @@ def test_the_gain_follows_the_candidate_only_within_a_batch():
                 counts[before][1] += 1
     said = ", ".join(f"{fast} of {n}" for fast, n in counts.values())
     assert f"fast in {said}" in TEXT
+
+
+def test_the_refcheck_counts_widened_intervals_apart():
+    from types import SimpleNamespace
+
+    from kernelbench_refcheck import copy_speedups
+
+    def copy(low, high, contention):
+        return SimpleNamespace(speedup=(low + high) / 2, speedup_low=low, speedup_high=high,
+                               ref_contention=contention)
+
+    ok = [copy(0.98, 1.02, 1.0), copy(0.9, 1.05, 0.9), copy(0.9, 1.05, 1.2), copy(0.9, 0.95, 1.2),
+          copy(1.01, 1.03, None), copy(0.97, 1.01, 1 / 1.05)]  # the last at the tolerance: not widened
+    t = copy_speedups(ok)
+    assert t["interval_contains_1"] == 4 and t["intervals_widened"] == 3 and t["unwidened_contain_1"] == 2

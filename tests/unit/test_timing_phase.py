@@ -149,6 +149,7 @@ def test_a_reference_faster_interleaved_than_alone_widens_only_the_upper_end():
     turns = copy.fields()
     assert fields["speedup"] == turns["speedup"] and fields["speedup_low"] == turns["speedup_low"] < 1
     assert turns["speedup_high"] < 1 <= fields["speedup_high"]  # reaches the reference at its alone speed
+    assert fields["speedup_high"] == pytest.approx(1.0 / 0.995)  # alone 1.0 against the candidate's pairs
     assert fields["ref_contention"] == pytest.approx(0.905)
     noise = copy.fields(alone_ms=(0.94,) * 6)  # within the tolerance: as it was
     assert noise["speedup_high"] == turns["speedup_high"]

@@ -29,7 +29,9 @@ speedup is the interleaved ratio unless that lies above the whole 95% interval o
 ratio, then the both-alone ratio (`Timing.fields`). Slowing the reference raises only the first; the
 second has nothing of the candidate in the reference's batches; so a slowed reference gains at most
 the upper half of the both-alone interval, and a copy is not pulled down by taking the lower of two
-noisy ratios.
+noisy ratios. Where the interleaved reference was faster than alone beyond noise (`stale`), the
+interleaved ratio stands and only the interval's upper end also reaches the ratio at the
+reference's alone speed (`wider`): which is the reference's speed the data cannot say.
 
 Non-goals: no speed statistics (warpk.evaluator.speed), no protocol order (session.Session.run).
 """
@@ -107,7 +109,8 @@ class Timing:
         batches are scaled down to alone (+ the tolerance). Either way the interval's upper end
         reaches the interleaved ratio's too (`wider`), and that ratio is recorded beside
         (`interleaved_speedup`): the two estimates disagree, and which one is right the data
-        cannot say."""
+        cannot say. Where it was faster than alone beyond noise, the interleaved ratio stands and
+        the interval's upper end reaches the ratio at the reference's alone speed too."""
         ref_ms, new_ms = list(self.ref_ms), list(self.new_ms)
         head = dict(calls_per_batch=self.calls_per_batch, batches=len(new_ms), freeze=self.freeze)
         taking_turns = speed_summary(ref_ms, new_ms, pairs=True)
