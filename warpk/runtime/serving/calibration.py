@@ -281,7 +281,7 @@ class CostModel:
 
     The setting-independent part is the fit to measurements (`CostFit`), times `scale` (M5's
     kernel multipliers, identity by default); the effect of the cap and the clock is MODELLED
-    (module docstring).
+    (module docstring). The arithmetic is `SettingCost`'s, one per setting asked for.
     """
 
     def __init__(
@@ -295,39 +295,86 @@ class CostModel:
         self.f_max = sm_clock_max_mhz
         self.fixed_share = fixed_power_share  # of the dynamic power, not scaling with the SM clock
         self.scale = scale or PhaseScale()
+        self._settings: dict[tuple[float, float | None], SettingCost] = {}
 
-    def _at_setting(
-        self, time_s: float, energy_j: float, rho: float, cap_w: float, clock_mhz: float | None
-    ) -> tuple[float, float]:
-        p_idle = self.fit.idle_power_w
-        power_w = energy_j / time_s
-        dyn_w = max(power_w - p_idle, 1e-9)
-        fixed_w, scaled_w = self.fixed_share * dyn_w, (1.0 - self.fixed_share) * dyn_w
-        f = self.f_max if clock_mhz is None else min(clock_mhz, self.f_max)
-        if power_w > cap_w:  # the cap lowers the clock to where P(f) = cap
-            room_w = max(cap_w - p_idle - fixed_w, 1e-9)
-            f = min(f, self.f_max * (room_w / max(scaled_w, 1e-9)) ** (1.0 / POWER_EXPONENT))
-        ratio = max(f / self.f_max, 0.05)  # below 5% of f_max the model means nothing
-        t = time_s * (rho / ratio + 1.0 - rho)
-        p = p_idle + fixed_w + scaled_w * ratio**POWER_EXPONENT
-        return t, p * t
+    def at(self, cap_w: float, clock_mhz: float | None) -> SettingCost:
+        """The model at one setting, kept: the server asks for the same one all period long."""
+        cost = self._settings.get((cap_w, clock_mhz))
+        if cost is None:
+            cost = self._settings[(cap_w, clock_mhz)] = SettingCost(self, cap_w, clock_mhz)
+        return cost
 
     def prefill(
         self, sum_tokens: float, sum_sq_tokens: float, cap_w: float, clock_mhz: float | None
     ) -> tuple[float, float]:
         """(time_s, energy_j) of one prefill iteration over prompts with these token sums."""
-        c, e = self.fit.prefill_time, self.fit.prefill_energy
-        t = c[0] + c[1] * sum_tokens + c[2] * sum_sq_tokens
-        en = e[0] + e[1] * sum_tokens + e[2] * sum_sq_tokens
-        t, en = t * self.scale.prefill_time, en * self.scale.prefill_energy
-        return self._at_setting(t, en, RHO_PREFILL, cap_w, clock_mhz)
+        return self.at(cap_w, clock_mhz).prefill(sum_tokens, sum_sq_tokens)
 
     def decode_step(
         self, batch: int, sum_context: float, cap_w: float, clock_mhz: float | None
     ) -> tuple[float, float]:
         """(time_s, energy_j) of one decode step of `batch` sequences holding `sum_context` tokens."""
-        c, e = self.fit.decode_time, self.fit.decode_energy
+        return self.at(cap_w, clock_mhz).decode_step(batch, sum_context)
+
+
+class SettingCost:
+    """`CostModel` at one power cap and SM clock. What does not depend on the iteration (the clock
+    ratio, its power factor, each batch's time factor) is worked out once, because the serving loop
+    asks ~60 times per control period; every figure is computed with the same operations in the
+    same order as the model's formulas (module docstring), so it is the same to the last bit."""
+
+    def __init__(self, model: CostModel, cap_w: float, clock_mhz: float | None) -> None:
+        fit, scale = model.fit, model.scale
+        self.cap_w, self.f_max, self.idle_power_w = cap_w, model.f_max, fit.idle_power_w
+        self.fixed_share, self.scaled_share = model.fixed_share, 1.0 - model.fixed_share
+        self.clock_mhz = model.f_max if clock_mhz is None else min(clock_mhz, model.f_max)
+        self.ratio = max(self.clock_mhz / model.f_max, 0.05)  # below 5% of f_max the model means nothing
+        self.power_factor = self.ratio**POWER_EXPONENT
+        self.prefill_time, self.prefill_energy = fit.prefill_time, fit.prefill_energy
+        self.decode_time, self.decode_energy = fit.decode_time, fit.decode_energy
+        self.scale = scale
+        self.prefill_rho = (RHO_PREFILL, self._time_factor(RHO_PREFILL))
+        self.decode_rho: dict[int, tuple[float, float]] = {}  # batch -> (rho, time factor)
+
+    def _time_factor(self, rho: float) -> float:
+        """t(f) / t(f_max) when the cap does not bind."""
+        return rho / self.ratio + 1.0 - rho
+
+    def _at_setting(
+        self, time_s: float, energy_j: float, rho_factor: tuple[float, float]
+    ) -> tuple[float, float]:
+        p_idle = self.idle_power_w
+        power_w = energy_j / time_s
+        dyn_w = max(power_w - p_idle, 1e-9)
+        fixed_w, scaled_w = self.fixed_share * dyn_w, self.scaled_share * dyn_w
+        if power_w > self.cap_w:  # the cap lowers the clock to where P(f) = cap
+            rho = rho_factor[0]
+            room_w = max(self.cap_w - p_idle - fixed_w, 1e-9)
+            f = min(self.clock_mhz, self.f_max * (room_w / max(scaled_w, 1e-9)) ** (1.0 / POWER_EXPONENT))
+            ratio = max(f / self.f_max, 0.05)
+            t = time_s * (rho / ratio + 1.0 - rho)
+            p = p_idle + fixed_w + scaled_w * ratio**POWER_EXPONENT
+        else:
+            t = time_s * rho_factor[1]
+            p = p_idle + fixed_w + scaled_w * self.power_factor
+        return t, p * t
+
+    def prefill(self, sum_tokens: float, sum_sq_tokens: float) -> tuple[float, float]:
+        """(time_s, energy_j) of one prefill iteration over prompts with these token sums."""
+        c, e = self.prefill_time, self.prefill_energy
+        t = c[0] + c[1] * sum_tokens + c[2] * sum_sq_tokens
+        en = e[0] + e[1] * sum_tokens + e[2] * sum_sq_tokens
+        t, en = t * self.scale.prefill_time, en * self.scale.prefill_energy
+        return self._at_setting(t, en, self.prefill_rho)
+
+    def decode_step(self, batch: int, sum_context: float) -> tuple[float, float]:
+        """(time_s, energy_j) of one decode step of `batch` sequences holding `sum_context` tokens."""
+        c, e = self.decode_time, self.decode_energy
         t = c[0] + c[1] * batch + c[2] * sum_context
         en = e[0] + e[1] * batch + e[2] * sum_context
         t, en = t * self.scale.decode_time, en * self.scale.decode_energy
-        return self._at_setting(t, en, rho_decode(batch), cap_w, clock_mhz)
+        rho_factor = self.decode_rho.get(batch)
+        if rho_factor is None:
+            rho = rho_decode(batch)
+            rho_factor = self.decode_rho[batch] = (rho, self._time_factor(rho))
+        return self._at_setting(t, en, rho_factor)

@@ -8,7 +8,8 @@ iteration (up to `max_prefill_tokens`), otherwise all running sequences decode o
 iteration. Consecutive decode iterations with the same batch are advanced together up to the next
 event (an arrival that can be admitted, a completion, the end of the period), which is exact for
 the model and keeps an episode to milliseconds. Iteration costs come from `CostModel` (measured
-fit + modelled cap/clock effect); with nothing to do the GPU draws the measured idle power.
+fit + modelled cap/clock effect); with nothing to do the GPU draws the measured idle power. The
+server's state and its iteration loop are `Server`'s (server.py), in plain Python numbers.
 
 After the last step the server drains the requests already arrived (no new arrivals, last
 setting), so every request of the episode has a TTFT and an E2E and the energy per request counts
@@ -44,6 +45,7 @@ from warpk.runtime.serving.calibration import (
     fit_costs,
     load_calibration,
 )
+from warpk.runtime.serving.server import Server, Window, p95
 from warpk.runtime.serving.workload import Trace, make_trace
 
 
@@ -167,6 +169,8 @@ class ServingEnv(gym.Env):
         self.period_s = runtime.control_period_s
         self.expected_requests = runtime.workload.arrival_rate_rps * self.period_s
         self.e_ref_j = self._reference_request_energy()  # of the calibrated model: M4 and M5 share it
+        self._action_sizes = tuple(max(int(size) - 1, 1) for size in self.action_space.nvec)
+        self._settings: dict[tuple[int, int, int], Setting] = {}  # action -> its Setting, made once
         self.trace: Trace | None = None
         self.set_kernel_scale(kernel_scale)
 
@@ -185,8 +189,26 @@ class ServingEnv(gym.Env):
         return e_prefill + w.output_tokens_mean * e_step / batch
 
     def setting(self, action) -> Setting:
-        a = np.asarray(action, dtype=np.int64)
-        return Setting(self.caps_w[a[0]], self.clocks[a[1]], self.concurrency[a[2]])
+        """The grid point of an action (each made once: every step asks)."""
+        cap, clock, concurrency = (int(a) for a in action)
+        s = self._settings.get((cap, clock, concurrency))
+        if s is None:
+            s = Setting(self.caps_w[cap], self.clocks[clock], self.concurrency[concurrency])
+            self._settings[(cap, clock, concurrency)] = s
+        return s
+
+    # --- the server's times, as arrays (env.py's callers, tests and probes read them) -------
+    @property
+    def first_token_s(self) -> np.ndarray:
+        return np.array(self.server.first_token_s, dtype=np.float64)
+
+    @property
+    def finish_s(self) -> np.ndarray:
+        return np.array(self.server.finish_s, dtype=np.float64)
+
+    @property
+    def energy_j(self) -> float:
+        return self.server.energy_j
 
     # --- gymnasium API -----------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -194,109 +216,37 @@ class ServingEnv(gym.Env):
         rt = self.runtime
         duration_s = rt.episode_steps * self.period_s
         self.trace = make_trace(rt.workload, self.np_random, duration_s, rt.max_prefill_tokens)
-        n = len(self.trace.arrival_s)
-        self.first_token_s = np.full(n, np.nan)
-        self.finish_s = np.full(n, np.nan)
-        self.run_idx = np.zeros(0, dtype=np.int64)
-        self.remaining = np.zeros(0, dtype=np.int64)
-        self.context = np.zeros(0, dtype=np.int64)
-        self.t, self.step_index, self.arrived, self.admitted = 0.0, 0, 0, 0
-        self.energy_j = 0.0
+        self.server = Server(self.trace, rt.max_prefill_tokens)
+        self.step_index = 0
         self.rate_estimate = self.runtime.workload.arrival_rate_rps
-        self.recent: list[np.ndarray] = []
-        self.last_action = np.zeros(3, dtype=np.int64)
-        self.counted_late = np.zeros(n, dtype=bool)
+        self.recent: list[tuple[list[float], list[float]]] = []  # (TTFTs, E2Es) of recent periods
+        self.last_action = (0, 0, 0)
         self.p95 = (0.0, 0.0)
-        self.window = {"energy_j": 0.0, "prefill_s": 0.0, "decode_s": 0.0}
-        return self._observation(), self._info(np.zeros(0, dtype=np.int64), 0)
+        return self._observation(), self._info([], [], 0)
 
     def step(self, action):
         assert self.trace is not None, "call reset() first"
-        self.last_action = np.asarray(action, dtype=np.int64)
         s = self.setting(action)
-        self.window = {"energy_j": 0.0, "prefill_s": 0.0, "decode_s": 0.0}
-        arrived_before = self.arrived
+        self.last_action = tuple(int(a) for a in action)
+        server, cost = self.server, self.cost.at(s.cap_w, s.clock.sm_clock_mhz)
+        server.window = Window()
+        arrived_before = server.arrived
         t_end = (self.step_index + 1) * self.period_s
-        finished = self._serve(s, t_end, drain=False)
+        finished = server.serve(cost, s.concurrency, t_end, drain=False)
         self.step_index += 1
-        arrivals = self.arrived - arrived_before
+        arrivals = server.arrived - arrived_before
         self.rate_estimate = 0.5 * self.rate_estimate + 0.5 * arrivals / self.period_s
         truncated = self.step_index >= self.runtime.episode_steps
         if truncated:  # serve what has arrived to the end, with the last setting
-            finished = np.concatenate([finished, self._serve(s, math.inf, drain=True)])
-        self.recent = (self.recent + [finished])[-RECENT_WINDOWS:]
+            finished += server.serve(cost, s.concurrency, math.inf, drain=True)
+        ttft_s, e2e_s = server.latencies_s(finished)
+        self.recent = (self.recent + [(ttft_s, e2e_s)])[-RECENT_WINDOWS:]
         self.p95 = self._recent_p95()
-        late = self._newly_late()
+        late = server.newly_late(self.sla.ttft_p95_s, self.sla.e2e_p95_s)
         scale = max(self.expected_requests, 1.0)
-        energy = (self.window["energy_j"] - len(finished) * self.e_ref_j) / (scale * self.e_ref_j)
+        energy = (server.window.energy_j - len(finished) * self.e_ref_j) / (scale * self.e_ref_j)
         reward = -self.energy_weight * energy - self.sla_weight * self.runtime.sla_penalty * late / scale
-        return self._observation(), float(reward), False, truncated, self._info(finished, late)
-
-    # --- the server --------------------------------------------------------------------------
-    def _serve(self, s: Setting, t_end: float, drain: bool) -> np.ndarray:
-        """Run iterations until t_end (or, draining, until every arrived request is done)."""
-        tr, cost, w = self.trace, self.cost, self.window
-        n = len(tr.arrival_s) if not drain else self.arrived
-        clock = s.clock.sm_clock_mhz
-        done: list[np.ndarray] = []
-        while True:
-            if not drain:
-                self.arrived = int(np.searchsorted(tr.arrival_s, self.t, side="right"))
-            if self.t >= t_end or (drain and self.admitted >= n and not len(self.run_idx)):
-                break
-            waiting, room = self.arrived - self.admitted, s.concurrency - len(self.run_idx)
-            if waiting > 0 and room > 0:
-                idx = self._admit(min(waiting, room))
-                p = tr.prompt_tokens[idx].astype(np.float64)
-                dt, e = cost.prefill(p.sum(), (p * p).sum(), s.cap_w, clock)
-                self.t += dt
-                w["energy_j"] += e
-                w["prefill_s"] += dt
-                self.first_token_s[idx] = self.t
-                self.run_idx = np.concatenate([self.run_idx, idx])
-                self.remaining = np.concatenate([self.remaining, tr.output_tokens[idx] - 1])
-                self.context = np.concatenate([self.context, tr.prompt_tokens[idx] + 1])
-            elif len(self.run_idx):
-                b, context = len(self.run_idx), float(self.context.sum())
-                dt1, _ = cost.decode_step(b, context, s.cap_w, clock)
-                k = int(self.remaining.min())  # >= 1: finished sequences leave below
-                if room > 0 and self.arrived < n and not drain:
-                    k = min(k, max(1, math.ceil((tr.arrival_s[self.arrived] - self.t) / dt1)))
-                if not drain:
-                    k = min(k, max(1, math.ceil((t_end - self.t) / dt1)))
-                dt, e = cost.decode_step(b, context + b * (k - 1) / 2, s.cap_w, clock)
-                self.t += k * dt
-                w["energy_j"] += k * e
-                w["decode_s"] += k * dt
-                self.remaining -= k
-                self.context += k
-            else:  # idle until the next arrival or the end of the period
-                nxt = tr.arrival_s[self.arrived] if self.arrived < n else math.inf
-                t_next = min(nxt, t_end)
-                w["energy_j"] += cost.fit.idle_power_w * (t_next - self.t)
-                self.t = t_next
-            mask = self.remaining <= 0
-            if mask.any():
-                ended = self.run_idx[mask]
-                self.finish_s[ended] = self.t
-                done.append(ended)
-                keep = ~mask
-                self.run_idx, self.remaining, self.context = (
-                    self.run_idx[keep],
-                    self.remaining[keep],
-                    self.context[keep],
-                )
-        self.energy_j += w["energy_j"]
-        return np.concatenate(done) if done else np.zeros(0, dtype=np.int64)
-
-    def _admit(self, count: int) -> np.ndarray:
-        """The next `count` waiting requests in arrival order, within the prefill token budget."""
-        prompts = self.trace.prompt_tokens[self.admitted : self.admitted + count]
-        fits = int(np.searchsorted(np.cumsum(prompts), self.runtime.max_prefill_tokens, side="right"))
-        take = max(1, min(count, fits))
-        idx = np.arange(self.admitted, self.admitted + take)
-        self.admitted += take
-        return idx
+        return self._observation(), float(reward), False, truncated, self._info(finished, e2e_s, late)
 
     # --- observation and metrics -------------------------------------------------------------
     def _late(self, idx: np.ndarray) -> np.ndarray:
@@ -305,67 +255,50 @@ class ServingEnv(gym.Env):
             (self.finish_s[idx] - arrival) > self.sla.e2e_p95_s
         )
 
-    def _newly_late(self) -> int:
-        """Requests that became certain to miss a limit by now and were not counted before: late as
-        soon as their age passes a limit unserved, not only when they finish (earlier credit)."""
-        n = self.arrived
-        arrival, now = self.trace.arrival_s[:n], self.t
-        first = np.where(np.isnan(self.first_token_s[:n]), now, self.first_token_s[:n])
-        finish = np.where(np.isnan(self.finish_s[:n]), now, self.finish_s[:n])
-        late = ((first - arrival) > self.sla.ttft_p95_s) | ((finish - arrival) > self.sla.e2e_p95_s)
-        new = late & ~self.counted_late[:n]
-        self.counted_late[:n] |= new
-        return int(np.count_nonzero(new))
-
     def _recent_p95(self) -> tuple[float, float]:
-        idx = np.concatenate(self.recent) if self.recent else np.zeros(0, dtype=np.int64)
-        if not len(idx):
+        ttft_s = [v for window in self.recent for v in window[0]]
+        if not ttft_s:
             return 0.0, 0.0
-        a = self.trace.arrival_s[idx]
-        return (
-            float(np.percentile(self.first_token_s[idx] - a, 95)),
-            float(np.percentile(self.finish_s[idx] - a, 95)),
-        )
+        return p95(ttft_s), p95([v for window in self.recent for v in window[1]])
 
     def _observation(self) -> np.ndarray:
-        max_c = self.concurrency[-1]
+        server, max_c = self.server, self.concurrency[-1]
         ttft, e2e = self.p95
-        waiting = self.arrived - self.admitted
-        oldest = self.t - self.trace.arrival_s[self.admitted] if waiting > 0 else 0.0
-        running_arrivals = self.trace.arrival_s[self.run_idx]
-        oldest_running = self.t - running_arrivals.min() if len(running_arrivals) else 0.0
-        busy = self.window["prefill_s"] + self.window["decode_s"]
-        sizes = np.maximum(np.asarray(self.action_space.nvec) - 1, 1)
+        waiting = server.arrived - server.admitted
+        oldest = server.t - server.arrival_s[server.admitted] if waiting > 0 else 0.0
+        # the oldest running request is the first admitted: admission follows arrival order
+        oldest_running = server.t - server.arrival_s[server.oldest_running] if server.running else 0.0
+        window = server.window
+        busy = window.prefill_s + window.decode_s
         obs = [
             waiting / max_c,
-            len(self.run_idx) / max_c,
+            server.running / max_c,
             self.rate_estimate / self.runtime.workload.arrival_rate_rps,
             ttft / self.sla.ttft_p95_s,
             e2e / self.sla.e2e_p95_s,
             oldest / self.sla.ttft_p95_s,
             oldest_running / self.sla.e2e_p95_s,
-            self.window["energy_j"] / self.period_s / (self.hardware.tdp_w or 1.0),
-            self.window["prefill_s"] / busy if busy > 0 else 0.0,
+            window.energy_j / self.period_s / (self.hardware.tdp_w or 1.0),
+            window.prefill_s / busy if busy > 0 else 0.0,
             busy / self.period_s,
-            *(self.last_action / sizes),
+            *(a / size for a, size in zip(self.last_action, self._action_sizes, strict=True)),
             self.step_index / self.runtime.episode_steps,
         ]
         return np.clip(np.asarray(obs, dtype=np.float32), 0.0, OBS_MAX)
 
-    def _info(self, finished: np.ndarray, late: int) -> dict:
+    def _info(self, finished: list[int], e2e_s: list[float], late: int) -> dict:
         ttft, e2e = self.p95
+        server = self.server
         return {
-            "energy_j": self.window["energy_j"],
+            "energy_j": server.window.energy_j,
             "completed": len(finished),
             "late": late,
-            "e2e_mean_s": float(np.mean(self.finish_s[finished] - self.trace.arrival_s[finished]))
-            if len(finished)
-            else 0.0,
-            "waiting": self.arrived - self.admitted,
-            "running": len(self.run_idx),
+            "e2e_mean_s": float(np.mean(e2e_s)) if len(finished) else 0.0,  # numpy's sum order, kept
+            "waiting": server.arrived - server.admitted,
+            "running": server.running,
             "ttft_p95_recent_s": ttft,
             "e2e_p95_recent_s": e2e,
-            "time_s": self.t,
+            "time_s": server.t,
         }
 
     def result(self, seed: int) -> EpisodeResult:
