@@ -177,3 +177,17 @@ def test_the_runtime_reward_weights_come_from_the_reward_group():
     assert reward_weights(m4) == {"energy_weight": 1.0, "sla_weight": 1.0}
     assert reward_weights(half) == {"energy_weight": 1.0, "sla_weight": 0.5}
     # a reward weighing neither is refused at preflight: tests/unit/test_config.py
+
+
+def test_an_episodes_energy_is_the_sum_of_its_periods():
+    # the last step serves its period, then drains with the last setting: the period's energy was
+    # counted twice in the episode's (~2% of static max's J/request, found 2026-12-07)
+    env = make_env(episode_steps=8)
+    env.reset(seed=3)
+    periods_j = []
+    while True:
+        _, _, _, truncated, _ = env.step(np.array([2, 1, 3]))
+        periods_j.append(env.server.window.energy_j)  # what the step's reward charged
+        if truncated:
+            break
+    assert env.result(3).energy_j == pytest.approx(sum(periods_j), rel=1e-12)
