@@ -475,3 +475,23 @@ def test_episode_seed_families_never_overlap_across_families_run_seeds_or_episod
     assert tuning == set(tuning_seeds_of(config))
     assert old == {1_000_000 + i for i in range(rt.selection.eval_seeds)}
     assert not held & (tuning | old | set(selection_seeds(config)))  # the claim's episodes are fresh
+
+
+def test_a_later_claim_takes_the_next_unused_held_out_episodes():
+    import dataclasses
+
+    from warpk.config import ConfigError, RunConfig
+    from warpk.runtime.control.evaluation import evaluation_seeds
+    from warpk.runtime.control.seeds import RUN_STRIDE, episode_seeds
+
+    def heldout(offset: int, n: int = 20) -> list[int]:
+        config = RunConfig()
+        selection = dataclasses.replace(config.runtime.selection, eval_seeds=n, heldout_offset=offset)
+        return evaluation_seeds(dataclasses.replace(config, runtime=dataclasses.replace(config.runtime,
+                                                                                       selection=selection)))
+
+    first, second = heldout(0), heldout(20)  # 2026-12-05's claim, then 2026-12-07's fresh one
+    assert first == [4_000_000_000 + i for i in range(20)] and not set(first) & set(second)
+    assert second == [4_000_000_020 + i for i in range(20)]
+    with pytest.raises(ConfigError, match="at most"):
+        episode_seeds("heldout", 0, 10, RUN_STRIDE - 5)  # into the next run seed's episodes

@@ -130,6 +130,10 @@ class SelectionConfig(_Checked):
     # heldout: every policy evaluated on the held-out episodes (the claim); tuning: on the tuning
     # episodes instead, for sweeps over the runtime.ppo.* hyper-parameters (docs/runtime.md, "Tuning")
     evaluate_on: str = one_of("heldout", "heldout", "tuning", "validation")
+    # the first held-out episode's index in the run seed's held-out family: a claim looks at its
+    # episodes once, so the next claim takes the next unused ones (0-19: 2026-12-05's claim and its
+    # re-run after the energy fix; 20-39: 2026-12-07's fresh claim)
+    heldout_offset: int = number(0, 0, 99_000)
 
 
 @dataclass

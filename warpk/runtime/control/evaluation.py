@@ -43,8 +43,10 @@ def evaluation_seeds(config: RunConfig) -> list[int]:
     old held-out set."""
     if config.runtime.selection.evaluate_on == "tuning":
         return tuning_seeds_of(config)
-    family = "validation" if config.runtime.selection.evaluate_on == "validation" else "heldout"
-    return episode_seeds(family, config.seed, config.runtime.selection.eval_seeds)
+    selection = config.runtime.selection
+    if selection.evaluate_on == "validation":
+        return episode_seeds("validation", config.seed, selection.eval_seeds)
+    return episode_seeds("heldout", config.seed, selection.eval_seeds, selection.heldout_offset)
 
 
 def tuning_seeds_of(config: RunConfig) -> list[int]:

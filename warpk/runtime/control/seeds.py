@@ -29,8 +29,9 @@ MAX_RUN_SEED = 10_000  # run seeds 0..9999: a family spans 10^9 seeds, below the
 VALIDATION_BASE, VALIDATION_STRIDE = 1_000_000, 1000  # the old held-out set, as it was
 
 
-def episode_seeds(family: str, run_seed: int, n: int) -> list[int]:
-    """The `n` episode seeds of `family` for a run with seed `run_seed`."""
+def episode_seeds(family: str, run_seed: int, n: int, start: int = 0) -> list[int]:
+    """The `n` episode seeds of `family` for a run with seed `run_seed`, from its `start`-th on
+    (runtime.selection.heldout_offset: a claim's fresh held-out episodes)."""
     if family == "validation":
         if not 0 <= run_seed < 1000 or n > VALIDATION_STRIDE:
             raise ConfigError(f"runtime.selection.evaluate_on=validation reproduces seeds 0-999 with <= 1000 "
@@ -41,6 +42,7 @@ def episode_seeds(family: str, run_seed: int, n: int) -> list[int]:
     if not 0 <= run_seed < MAX_RUN_SEED:
         raise ConfigError(f"seed={run_seed}: the runtime stages take run seeds 0..{MAX_RUN_SEED - 1} (their "
                           "episode families would overlap beyond)")
-    if n > RUN_STRIDE:
-        raise ConfigError(f"{n} episodes of one family: at most {RUN_STRIDE} per run seed")
-    return [FAMILY_BASE[family] + RUN_STRIDE * run_seed + i for i in range(n)]
+    if start + n > RUN_STRIDE:
+        raise ConfigError(f"episodes {start}-{start + n - 1} of one family: at most {RUN_STRIDE} per "
+                          "run seed")
+    return [FAMILY_BASE[family] + RUN_STRIDE * run_seed + i for i in range(start, start + n)]
