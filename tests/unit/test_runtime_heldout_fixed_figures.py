@@ -1,0 +1,57 @@
+"""docs/runtime.md's held-out claim re-run after the simulator's energy fix (2026-12-07, session
+37), recomputed from docs/data/runtime-heldout-2026-12-07-fixed/ and judged with the goal's
+thresholds from their one home (runtime.control.evaluation), as test_runtime_doc_figures does for
+the 2026-12-05 run."""
+
+import json
+import statistics
+
+from tests.conftest import REPO
+from warpk.runtime.control.evaluation import GOAL_SAVING, INFEASIBLE_ATTAINMENT_MARGIN
+
+DATA = REPO / "docs" / "data" / "runtime-heldout-2026-12-07-fixed"
+DOC = (REPO / "docs" / "runtime.md").read_text()
+SEEDS = ("M4 PPO", "M4 PPO (train seed 1000)", "M4 PPO (train seed 2000)")
+OLD = REPO / "docs" / "data" / "runtime-heldout-2026-12-05"
+
+
+def episodes(folder, regime: str) -> dict[str, list[dict]]:
+    by_policy: dict[str, list[dict]] = {}
+    for line in (folder / f"{regime}.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if not row.get("summary"):
+            by_policy.setdefault(row["policy"], []).append(row)
+    return by_policy
+
+
+def row(folder, regime: str) -> tuple[str, list[str], list[str], int]:
+    """(the static the rule names, PPO's energy / its per seed, attainment differences, met)."""
+    found = episodes(folder, regime)
+    feasible = all(r["sla_met"] for r in found["oracle static"])
+    static = "oracle static" if feasible else "static max"
+    mean = lambda p, key: statistics.mean(r[key] for r in found[p])  # noqa: E731
+    ratios = [mean(p, "energy_per_request_j") / mean(static, "energy_per_request_j") for p in SEEDS]
+    diffs = [mean(p, "sla_attainment") - mean(static, "sla_attainment") for p in SEEDS]
+    margin = 0 if feasible else INFEASIBLE_ATTAINMENT_MARGIN
+    met = sum(r <= 1 - GOAL_SAVING and d >= -margin for r, d in zip(ratios, diffs, strict=True))
+    return static, [f"{r:.3f}" for r in ratios], [f"{d:.4f}".replace("-0.0000", "0.0000") for d in diffs], met
+
+
+def test_the_fixed_claim_table_is_its_episodes():
+    total = 0
+    for regime in ("mixed", "latency_sensitive", "throughput"):
+        static, ratios, diffs, met = row(DATA, regime)
+        line = next(ln for ln in DOC.splitlines() if ln.startswith(f"| {regime}, fixed |"))
+        assert f"| {static} |" in line and ", ".join(ratios) in line and ", ".join(diffs) in line, (
+            regime, static, ratios, diffs, line)
+        assert f"**{met} of 3**" in line
+        total += met
+    assert f"met on **{total} of 9** seeds after the fix" in DOC
+
+
+def test_the_episodes_are_the_claims_and_attainment_did_not_move_for_the_statics():
+    for regime in ("mixed", "latency_sensitive", "throughput"):
+        new, old = episodes(DATA, regime), episodes(OLD, regime)
+        assert [r["seed"] for r in new["static max"]] == [r["seed"] for r in old["static max"]]
+        attainment = [[r["sla_attainment"] for r in d["static max"]] for d in (new, old)]
+        assert attainment[0] == attainment[1]  # the fix moved energy only
