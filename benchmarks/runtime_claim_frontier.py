@@ -45,9 +45,9 @@ def as_dict(s: Standing) -> dict:
             "beaten_by": s.dominated_by.label if s.dominated_by else None}  # fmt: skip
 
 
-def regime(name: str, claim: Path, out: Path) -> dict:
+def regime(name: str, claim: Path, out: Path, heldout_offset: int = 0) -> dict:
     overrides = ["model=m4", "hardware=cpu", "logger=disabled", f"sla={name}",
-                 "runtime.selection.eval_seeds=20"]
+                 "runtime.selection.eval_seeds=20", f"runtime.selection.heldout_offset={heldout_offset}"]
     config = compose_config(overrides)
     rt = config.runtime
     env = ServingEnv(rt, config.sla, rt.served, served_calibration(config), **reward_weights(config))
@@ -85,12 +85,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--claim", type=Path, required=True, help="the claim's data folder (<regime>.jsonl)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--heldout-offset", type=int, default=0,
+                        help="the claim's runtime.selection.heldout_offset (20: 2026-12-07's fresh claim)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "frontier.md").write_text("")
     results = []
     for name in REGIMES:
-        results.append(regime(name, args.claim, args.out))
+        results.append(regime(name, args.claim, args.out, args.heldout_offset))
         for s in results[-1]["standings"]:
             print(f"{name}: {s['policy']}: attainment {s['sla_attainment']:.4f}, "
                   f"{s['energy_per_request_j']:.1f} J/request, share of the frontier {s['energy_share']}")
