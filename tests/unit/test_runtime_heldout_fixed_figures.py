@@ -14,6 +14,7 @@ DOC = (REPO / "docs" / "runtime.md").read_text()
 SEEDS = ("M4 PPO", "M4 PPO (train seed 1000)", "M4 PPO (train seed 2000)")
 OLD = REPO / "docs" / "data" / "runtime-heldout-2026-12-05"
 FRESH = REPO / "docs" / "data" / "runtime-heldout-2026-12-07-fresh"
+M5 = REPO / "docs" / "data" / "m5-2026-12-07-fixed"
 
 
 def episodes(folder, regime: str) -> dict[str, list[dict]]:
@@ -94,3 +95,20 @@ def test_the_fresh_claim_against_the_calm_rule_is_the_frontier_data():
         both += sum(calm["sla_attainment"] >= by[p]["sla_attainment"] for p in SEEDS)
         gap = max(gap, *(abs(by[p]["sla_attainment"] - calm["sla_attainment"]) for p in SEEDS))
     assert gap <= 0.002 and f"better on both axes on {both} of 9" in text
+
+
+def test_m5_after_the_fix_is_its_summaries():
+    from scipy import stats
+
+    savings, text = [], " ".join(DOC.split())
+    for seed in range(3):
+        s = json.loads((M5 / f"seed{seed}-summary.json").read_text())
+        savings.append(s["m5_energy_saving_vs_m4"])
+        j = "energy_per_request_j"
+        row = (f"| {seed}, fixed | {s[f'm4_ppo/{j}']:.1f} ± {s[f'm4_ppo/{j}_ci95']:.1f} "
+               f"| {s[f'm5_ppo/{j}']:.1f} ± {s[f'm5_ppo/{j}_ci95']:.1f} "
+               f"| {100 * s['m5_energy_saving_vs_m4']:.1f}% ± {100 * s['m5_energy_saving_vs_m4_ci95']:.1f}% "
+               f"| {s['m5_sla_attainment_minus_m4']:+.3f} ± {s['m5_sla_attainment_minus_m4_ci95']:.3f} |")
+        assert row in DOC, row
+    half = stats.t.ppf(0.975, 2) * statistics.stdev(savings) / 3**0.5
+    assert f"**{100 * statistics.mean(savings):.1f}% ± {100 * half:.1f}%** after the fix" in text
