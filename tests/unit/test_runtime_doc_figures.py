@@ -14,8 +14,13 @@ SEEDS = ("M4 PPO", "M4 PPO (train seed 1000)", "M4 PPO (train seed 2000)")
 
 
 def _episodes(regime: str) -> dict[str, list[dict]]:
+    return episodes(DATA, regime)
+
+
+def episodes(folder, regime: str) -> dict[str, list[dict]]:
+    """A claim folder's per-episode rows of `regime`, by policy."""
     by_policy: dict[str, list[dict]] = {}
-    for line in (DATA / f"{regime}.jsonl").read_text().splitlines():
+    for line in (folder / f"{regime}.jsonl").read_text().splitlines():
         row = json.loads(line)
         if not row.get("summary"):
             by_policy.setdefault(row["policy"], []).append(row)

@@ -7,6 +7,7 @@ import json
 import statistics
 
 from tests.conftest import REPO
+from tests.unit.test_runtime_doc_figures import episodes
 from warpk.runtime.control.evaluation import GOAL_SAVING, INFEASIBLE_ATTAINMENT_MARGIN
 
 DATA = REPO / "docs" / "data" / "runtime-heldout-2026-12-07-fixed"
@@ -15,15 +16,6 @@ SEEDS = ("M4 PPO", "M4 PPO (train seed 1000)", "M4 PPO (train seed 2000)")
 OLD = REPO / "docs" / "data" / "runtime-heldout-2026-12-05"
 FRESH = REPO / "docs" / "data" / "runtime-heldout-2026-12-07-fresh"
 M5 = REPO / "docs" / "data" / "m5-2026-12-07-fixed"
-
-
-def episodes(folder, regime: str) -> dict[str, list[dict]]:
-    by_policy: dict[str, list[dict]] = {}
-    for line in (folder / f"{regime}.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        if not row.get("summary"):
-            by_policy.setdefault(row["policy"], []).append(row)
-    return by_policy
 
 
 def row(folder, regime: str) -> tuple[str, list[str], list[str], int]:
