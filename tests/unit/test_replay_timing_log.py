@@ -3,9 +3,6 @@ figures of docs/benchmarks.md recomputed from them: the reference of the huge L1
 interleaved than in its own baseline, the copy of its outputs too, and the intervals under the
 current rule (the upper end reaching the reference at its alone speed)."""
 
-import gzip
-import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -14,17 +11,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from replay_timing_log import copies, inside  # noqa: E402
+from timing_modes import batches, number, of_baseline, positions, records, spread  # noqa: E402
 
 DATA = REPO / "docs" / "data"
 L1 = DATA / "refcheck-h100-2026-12-07-4f604c2"
 TEXT = (REPO / "docs" / "benchmarks.md").read_text()
-BATCH = re.compile(r"batch (\d+) k=\d+ reference ([\d.]+) ms candidate ([\d.]+) ms \((\w+) first\)")
-BASELINE = re.compile(r"baseline batch (\d+) k=\d+ reference ([\d.]+) ms")
-UNPACK = re.compile(r"unpack \d+ MiB: map [\d.]+ ms, copy ([\d.]+) ms")
-
-
-def records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def replayed(folder: Path, name: str = "") -> tuple[list[dict], list[dict]]:
@@ -66,76 +57,31 @@ def test_coverage_under_the_current_rule():
     assert f"session 35's pairs run {said[0]}, session 36's history run {said[1]}" in TEXT
 
 
-def number(record: dict) -> int:
-    return int(record["task_id"].split("/")[-1].split("_")[0])
-
-
-def block_batches() -> list[dict]:
-    """Per copy of L1 26-39: its baseline's walls and copies, and its timed batches' (after the
-    two warmups) per side, in ms."""
-    found, pending, baseline = [], [], []
-    for line in gzip.open(L1 / "trusted.log.gz", "rt"):
-        if m := UNPACK.match(line):
-            pending.append(float(m[1]))
-        elif m := BASELINE.match(line):
-            baseline = [] if m[1] == "0" else baseline
-            baseline.append((float(m[2]), pending[-1]))
-            pending = []
-        elif m := BATCH.match(line):
-            if m[1] == "0":
-                found.append(dict(baseline=baseline, ref=[], new=[], after=[]))
-            first, second = pending[-2:]
-            ref_copy, new_copy = (second, first) if m[4] == "candidate" else (first, second)
-            pending = []
-            if int(m[1]) >= 2:
-                found[-1]["ref"].append((float(m[2]), ref_copy))
-                found[-1]["new"].append((float(m[3]), new_copy))
-        elif line.startswith("alone"):
-            pending = []
-    return [c for r, c in zip(records(L1 / "records-L1.jsonl"), found, strict=False) if 26 <= number(r) <= 39]
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+def block() -> list[dict]:
+    """Per copy of L1 26-39: its baseline's and timed batches (timing_modes.batches)."""
+    chosen = zip(records(L1 / "records-L1.jsonl"), batches(L1 / "trusted.log.gz"), strict=False)
+    return [c for r, c in chosen if 26 <= number(r) <= 39]
 
 
 def test_the_blocks_reference_is_faster_than_its_own_baseline():
-    block = block_batches()
-    assert len(block) == 14
+    copies_ = block()
+    assert len(copies_) == 14
     med = statistics.median
 
     def ratio(side: str, part: int) -> list[float]:
-        return [med(x[part] for x in c[side]) / med(x[part] for x in c["baseline"]) for c in block]
+        return [of_baseline(c, side, part) for c in copies_]
 
     assert f"the reference's interleaved batches took {spread(ratio('ref', 0))} of its own baseline's" in TEXT
     assert f"the candidate's {spread(ratio('new', 0))}" in TEXT
     assert f"copying the reference's outputs took {spread(ratio('ref', 1))} of the baseline's copy" in TEXT
     assert f"the candidate's {spread(ratio('new', 1))})" in TEXT
     share = med((med(x[1] for x in c["baseline"]) - med(x[1] for x in c["ref"]))
-                / (med(x[0] for x in c["baseline"]) - med(x[0] for x in c["ref"])) for c in block)
+                / (med(x[0] for x in c["baseline"]) - med(x[0] for x in c["ref"])) for c in copies_)
     assert f"the copy is {share:.0%} of what the reference gains" in TEXT
 
 
 def test_the_gain_follows_the_candidate_only_within_a_batch():
-    counts = {"same batch": [0, 0], "previous batch": [0, 0], "itself": [0, 0]}
-    found, rs = [], records(L1 / "records-L1.jsonl")
-    for line in gzip.open(L1 / "trusted.log.gz", "rt"):
-        if m := BATCH.match(line):
-            if m[1] == "0":
-                found.append([])
-            found[-1].append((float(m[2]), float(m[3]), m[4]))
-    for r, batches in zip(rs, found, strict=False):
-        if not 26 <= number(r) <= 39:
-            continue
-        last = None  # who ran last in the batch before
-        for i, (ref, new, first) in enumerate(batches):
-            before = "same batch" if first == "candidate" else (
-                "previous batch" if last == "candidate" else "itself")
-            last = "reference" if first == "candidate" else "candidate"
-            if i >= 2:
-                counts[before][0] += ref < 0.95 * new
-                counts[before][1] += 1
-    said = ", ".join(f"{fast} of {n}" for fast, n in counts.values())
+    said = ", ".join(f"{fast} of {n}" for fast, n in positions(block()).values())
     assert f"fast in {said}" in TEXT
 
 
