@@ -45,13 +45,13 @@ the reference is timed through the same harness in a worker of its own, in this 
   all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the
   reference is timed alone before any candidate code runs, so what freezing does not stop
   (kernels queued on the GPU, armed timers) is not credited to it beyond the ratio of both
-  sides alone (corpus 45b, 54, 59); SysV and POSIX message-queue IPC, whose objects the kernel
-  frees after the sandbox is gone, fail with EPERM (round 29); a sandbox's exit that takes the
-  kernel seconds on the lane's cores (a million files in its tmpfs: 3.6 s) ends before the lane
-  goes on (its cgroup waited empty, up to 120 s: round 30); io_uring fails with EPERM (a
-  multishot timer wakes a frozen sandbox); no worker passes fds over its socket (the trusted side
-  takes its outbox fd with pidfd_getfd), so fds it parks in flight refuse only its own sends, not
-  the reference worker's or the trusted side's (round 37, corpus 60); fds it sends anyway are
+  sides alone (corpus 45b, 54, 59); SysV and POSIX message-queue IPC and unix sockets (an fd in
+  one's own queue), which the kernel frees after the sandbox is gone, fail with EPERM (rounds 29,
+  65: into the next baseline); a sandbox's exit that takes the kernel seconds on the lane's
+  cores (a million files in its tmpfs: 3.6 s) ends before the lane goes on (its cgroup waited
+  empty, up to 120 s: round 30); io_uring fails with EPERM (a multishot timer wakes a frozen
+  sandbox); no worker passes fds over its socket (the trusted side takes its outbox fd with
+  pidfd_getfd), so fds it parks in flight refuse only its own sends (round 37); fds it sends are
   closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
   no close of what it made waits (rounds 38-39, corpus 61, 63); past a quarter of fs.file-max
   in use, every sandbox holding over 16384 files (fds, mappings) or 32 MiB of kernel memory
