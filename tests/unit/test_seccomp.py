@@ -66,11 +66,11 @@ def test_sysv_ipc_fails_with_eperm_in_the_sandbox_and_works_without_the_filter()
     assert all(int(line.split()[0]) >= 0 for line in unfiltered), unfiltered  # the control: ids
 
 
-def _sandboxed(code: str, filtered: bool, args: tuple = (), gpu: str | None = None) -> str:
+def _sandboxed(code: str, filtered: bool, args: tuple = ()) -> str:
     """What `code` prints in a real sandbox, with or without the filter (stripped)."""
     fd = seccomp_fd() if filtered else None
     try:
-        done = subprocess.run(bwrap_command(None, gpu, fd) + [sys.executable, "-c", code, *args],
+        done = subprocess.run(bwrap_command(None, None, fd) + [sys.executable, "-c", code, *args],
                               env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
                               pass_fds=() if fd is None else (fd,), timeout=60)
     finally:
@@ -179,40 +179,6 @@ def test_a_lingering_socket_cannot_be_made_in_the_sandbox_and_other_options_can(
     assert _sandboxed(LINGER_PROBE, filtered=False).split("\n") == ["set", "set", "set"]
 
 
-UNIX_PROBE = r'''
-import socket
-for make in (lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM), socket.socketpair,
-             lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)):
-    try:
-        make(); print("made")
-    except OSError as err:
-        print("refused", err.errno)
-'''
-
-
-@needs_bwrap
-@needs_filter
-def test_no_unix_socket_can_be_made_in_the_sandbox_and_other_sockets_can():
-    # an fd in a unix socket's own queue outlives the sandbox: the kernel's unix garbage collector
-    # freed a tmpfs of 700k files into the next candidate's baseline (red team round 65, corpus 65)
-    assert _sandboxed(UNIX_PROBE, filtered=True).split("\n") == ["refused 1", "refused 1", "made"]
-    assert _sandboxed(UNIX_PROBE, filtered=False).split("\n") == ["made", "made", "made"]
-
-
-CUDA_PROBE = r'''
-import torch
-print(float(torch.ones(4, device="cuda").sum()))
-'''
-
-
-@pytest.mark.gpu
-@needs_bwrap
-@needs_filter
-def test_cuda_starts_under_the_filter():
-    # libcuda's first call makes an AF_UNIX socket to look for an MPS daemon: refused here
-    assert _sandboxed(CUDA_PROBE, filtered=True, gpu="0") == "4.0"
-
-
 @needs_bwrap
 @needs_filter
 def test_every_untrusted_worker_runs_under_the_filter():
@@ -235,5 +201,5 @@ def test_every_untrusted_worker_runs_under_the_filter():
 
 
 def test_the_filter_exists_for_known_machines_only():
-    assert len(seccomp_program("x86_64")) == len(seccomp_program("aarch64")) == 37 * 8  # 37 instructions
+    assert len(seccomp_program("x86_64")) == len(seccomp_program("aarch64")) == 33 * 8  # 33 instructions
     assert seccomp_program("riscv64") is None

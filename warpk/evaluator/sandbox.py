@@ -45,11 +45,11 @@ the reference is timed through the same harness in a worker of its own, in this 
   all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the
   reference is timed alone before any candidate code runs, so what freezing does not stop
   (kernels queued on the GPU, armed timers) is not credited to it beyond the ratio of both
-  sides alone (corpus 45b, 54, 59); SysV and POSIX message-queue IPC and unix sockets (an fd in
-  one's own queue), which the kernel frees after the sandbox is gone, fail with EPERM (rounds 29,
-  65: into the next baseline); a sandbox's exit that takes the kernel seconds on the lane's
-  cores (a million files in its tmpfs: 3.6 s) ends before the lane goes on (its cgroup waited
-  empty, up to 120 s: round 30); io_uring fails with EPERM (a multishot timer wakes a frozen
+  sides alone (corpus 45b, 54, 59); SysV and POSIX message queues fail with EPERM (round 29); its
+  exit's kernel work ends before the lane goes on (a million tmpfs files: 3.6 s; its cgroup waited
+  empty, up to 120 s: round 30), then what a unix socket's own queue kept and the pages it dirtied
+  in its build dir are freed and written back before its memory group goes (warpk.evaluator.
+  leftovers, rounds 65-66); io_uring fails with EPERM (a multishot timer wakes a frozen
   sandbox); no worker passes fds over its socket (the trusted side takes its outbox fd with
   pidfd_getfd), so fds it parks in flight refuse only its own sends (round 37); fds it sends are
   closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
@@ -114,7 +114,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from warpk.evaluator import filetable
+from warpk.evaluator import filetable, leftovers
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
@@ -326,7 +326,7 @@ class UntrustedProcess:
                  build_dir: Path | None = None, gpu: str | None = None, pool: bool = False,
                  role: str = "candidate"):
         self.mode, self.limits, self.killed, self.guard_verdict = mode, limits, False, None
-        self.host_home, self.made_home = None, False
+        self.host_home, self.made_home, self.build_dir = None, False, build_dir  # host folders it writes
         if mode != "bwrap":
             self.made_home = home is None
             self.host_home = Path(tempfile.mkdtemp(prefix="warpk-untrusted-")) if home is None else home
@@ -394,7 +394,7 @@ class UntrustedProcess:
         """Kill it, stop reading its output and remove the host folder made for it (if any)."""
         filetable.forget(self)
         self.kill()
-        self.group.close()
+        self.group.close(functools.partial(leftovers.sync_folder, self.build_dir or self.host_home))
         self.output.close()
         if self.made_home:
             remove_tree(self.host_home)
