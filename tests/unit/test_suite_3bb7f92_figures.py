@@ -1,0 +1,18 @@
+"""The README's suite line at 3bb7f92 (2026-12-07, session 38), from
+docs/data/suite-cpu-2026-12-07-3bb7f92/."""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TEXT = (REPO / "docs" / "data" / "suite-cpu-2026-12-07-3bb7f92" / "pytest.txt").read_text()
+README = " ".join((REPO / "README.md").read_text().split())
+
+
+def test_the_readme_line():
+    found = re.search(r"(\d+) passed, (\d+) skipped, \d+ warnings in ([\d.]+)s", TEXT)
+    passed, skipped, seconds = found.groups()
+    assert not re.search(r"\d+ (failed|error)", TEXT)
+    minutes, rest = divmod(round(float(seconds)), 60)
+    assert f"at 3bb7f92 (session 38) a fresh clone on the same VM, idle, took {minutes} min {rest} s for " \
+           f"{passed} passed, {skipped} skipped" in README
