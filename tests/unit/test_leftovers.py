@@ -127,3 +127,15 @@ def test_pages_a_dead_sandbox_dirtied_in_its_build_dir_are_written_back_first(tm
         assert held <= leftovers.KERNEL_FLOOR_BYTES
     else:  # the control: nothing else writes them back that soon
         assert held > leftovers.DIRTY_FLUSH_BYTES
+
+
+def test_a_failure_to_run_the_collector_or_sync_is_no_harness_failure(tmp_path, monkeypatch):
+    def no_fds(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(leftovers.socket, "socketpair", no_fds)
+    leftovers.run_unix_collector()  # nothing raised: the wait still sees what is freed
+    leftovers.sync_folder(tmp_path / "gone")
+    (tmp_path / "file").write_text("x")
+    leftovers.sync_folder(tmp_path / "file")  # not a folder
+    leftovers.sync_folder(tmp_path)

@@ -46,10 +46,15 @@ DIRTY_FLUSH_BYTES = 64 << 20
 def run_unix_collector() -> None:
     """Close a unix socket with an fd in flight: the kernel runs its garbage collector of
     in-flight fds (queued on the release of a unix socket while any are in flight)."""
-    a, b = socket.socketpair()
-    fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        a, b = socket.socketpair()
+        fd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # out of fds: the wait below still sees what is freed without it
+        return
     try:
         socket.send_fds(a, [b"x"], [fd])
+    except OSError:
+        pass
     finally:
         os.close(fd)
         a.close()
@@ -88,7 +93,10 @@ def sync_folder(folder: Path | None) -> None:
     followed); None: the sandbox wrote in no host folder, nothing to do."""
     if folder is None:
         return
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # gone (the caller removed it) or not a folder: nothing to sync through it
+        return
     try:
         ctypes.CDLL(None, use_errno=True).syncfs(fd)
     finally:
