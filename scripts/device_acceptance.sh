@@ -22,7 +22,8 @@
 #           made here), else trained in each job: RECIPES ("name:overrides|name:overrides"), SEEDS (1);
 #           M0_SEED=S: one M0, of seed S, for every seed (bench_learning.py --m0-seed); K (16) samples a task;
 #           under $OUT/learn
-# Each part stops itself before LIMIT_S (default 570) so its output comes back.
+# Each part stops itself before LIMIT_S (default 570) so its output comes back. The device returns
+# only a few files per call (8 on 2026-12-07): several parts in one call, tar each part's $OUT.
 set -o pipefail
 export PATH=$PWD/.carry/bin:$PATH PYTHONPATH=$PWD/.carry/py:$PWD NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
