@@ -1,0 +1,37 @@
+"""The suite's runs from a fresh clone (docs/benchmarks.md's table, the README's line) recomputed
+from pytest's own output in docs/data/suite-cpu-2026-12-07-<commit>/."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "docs" / "data"
+BENCH = (REPO / "docs" / "benchmarks.md").read_text()
+README = " ".join((REPO / "README.md").read_text().split())
+
+
+def _run(commit: str) -> tuple[str, str, str, list[int]]:
+    text = (DATA / f"suite-cpu-2026-12-07-{commit}" / "pytest.txt").read_text()
+    assert not re.search(r"\d+ (failed|error)", text)
+    summary = re.search(r"(\d+) passed, (\d+) skipped, \d+ warnings in ([\d.]+)s", text)
+    passed, skipped, seconds = summary.groups()
+    minutes, rest = divmod(round(float(seconds)), 60)
+    setups = [round(float(s)) for s in re.findall(r"([\d.]+)s setup", text)[:3]]
+    return passed, skipped, f"{minutes} min {rest} s", setups
+
+
+@pytest.mark.parametrize("commit", ["0dfd525", "8d05390", "3bb7f92"])
+def test_the_table_row(commit):
+    passed, skipped, wall, setups = _run(commit)
+    fixtures = ", ".join(map(str, setups)) if setups else "-"
+    assert f"| {commit} | {passed} | {skipped} | {wall} | {fixtures} |" in BENCH
+
+
+def test_the_readmes_line_is_the_last_run():
+    passed, skipped, wall, setups = _run("3bb7f92")
+    assert f"clone at 3bb7f92 on the idle 2-core VM (2026-12-07, session 38): {passed} passed, {skipped} " \
+           f"skipped in {wall}," in README
+    said = f"CPU files {setups[0]} s of setup, the report {setups[1]} s, the default run {setups[2]} s"
+    assert said in README
