@@ -1,0 +1,68 @@
+"""Does CUDA start in the sandbox (bwrap, the lane's device nodes, the worker's environment) under
+the seccomp filter as committed, under another one, and under none? A GPU machine's one-minute
+probe; the stderr of each is shown, so a failure says why.
+
+    python benchmarks/probe_cuda_sandbox.py [--filter-from OTHER_SECCOMP.py] [--gpu 0]
+
+`--filter-from`: a file defining `seccomp_program()` like warpk/evaluator/seccomp.py, e.g. the one
+that also refused AF_UNIX sockets (`git show 5529872:warpk/evaluator/seccomp.py`): libcuda makes
+an AF_UNIX socket at start to look for an MPS daemon (session 38: a probe under that filter failed
+on the H100, its output cut).
+
+Non-goals: no evaluation (the evaluator's own GPU tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from warpk.evaluator.sandbox import SANDBOX_HOME, bwrap_command, worker_env  # noqa: E402
+from warpk.evaluator.seccomp import seccomp_program  # noqa: E402
+
+CODE = "import torch; print(float(torch.ones(4, device='cuda').sum()))"
+
+
+def run(program: bytes | None, gpu: str) -> tuple[int, str, str]:
+    fd = None
+    if program is not None:
+        fd = os.memfd_create("warpk-probe-seccomp", 0)
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        done = subprocess.run(bwrap_command(None, gpu, fd) + [sys.executable, "-c", CODE],
+                              env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
+                              pass_fds=() if fd is None else (fd,), timeout=120)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return done.returncode, done.stdout.strip(), done.stderr[-1500:]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--filter-from", type=Path, help="another seccomp.py to try")
+    parser.add_argument("--gpu", default="0", help="the device index the sandbox gets")
+    args = parser.parse_args()
+    filters = [("committed", seccomp_program()), ("none", None)]
+    if args.filter_from:
+        spec = importlib.util.spec_from_file_location("other_seccomp", args.filter_from)
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+        filters.insert(1, (str(args.filter_from), other.seccomp_program()))
+    for name, program in filters:
+        rc, out, err = run(program, args.gpu)
+        print(f"{name}: rc {rc}, printed {out!r}")
+        if rc:
+            print("  " + err.replace("\n", "\n  "))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
