@@ -18,11 +18,14 @@ do), or SETTLE_WAIT_S. The wait is the dead candidate's, before the next one's b
 The same holds for pages it dirtied in its build dir (a host folder on disk, bound read-write):
 the kernel's flusher writes them back ~30 s later, outside its cgroup (300k 4 KiB files: ~6 s of
 a core over 30 s; once in 4 tries it hit the next baseline, 2.2x too slow: red team round 66,
-corpus 66). So the lane syncs the build dir's filesystem (`syncfs`) before the wait, whatever its
-group's count says: pages first charged to another group (the compile pool's sandbox, which
-imports the same source into the same folder) and dirtied again here are not in it (round 67:
-800 MB dirty on the host, 2-5 MiB held by the group). A syncfs that takes longer than
-SETTLE_WAIT_S goes on beside what follows (a slow disk; not seen here: 1.3 s for 1.28 GB).
+corpus 66). Dirty and written-back pages are charged to its group too, so where they are over
+DIRTY_FLUSH_BYTES the lane syncs the build dir's filesystem (`syncfs`) before the wait; an honest
+build's few MB are left to the flusher. Not always: syncfs writes back everything on that
+filesystem, other processes' too, and run at every close it slowed the test suite by minutes and
+timed a C++ candidate's load out (session 38). Open (round 67): pages first charged to another
+group (the compile pool's sandbox imports the same source into the same folder) and dirtied again
+here are not in this group's count (800 MB dirty on the host, 2-5 MiB held); no baseline was seen
+slowed by it (rewriting pages that have their disk blocks is cheap to write back).
 
 Non-goals: no limits (resources), no killing (resources.kill_group).
 """
@@ -42,6 +45,7 @@ STUCK_S = 0.25
 SETTLE_WAIT_S = 30.0
 POLL_S = 0.02
 FALLING_BYTES = 1 << 20  # less than this between looks is not falling
+DIRTY_FLUSH_BYTES = 64 << 20
 
 
 def run_unix_collector() -> None:
@@ -81,6 +85,13 @@ def _held(memory: Path, v2: bool) -> tuple[int, int]:
     return used - stat.get(names[1], 0) + stat.get("shmem", 0) + dirty, dirty
 
 
+def dirty_bytes(memory: Path, v2: bool) -> int:
+    try:
+        return _held(memory, v2)[1]
+    except (OSError, ValueError):
+        return 0
+
+
 def sync_folder(folder: Path | None) -> None:
     """syncfs of the filesystem holding `folder` (a host folder the parent made and bound into a
     sandbox, which could change what is in it, not the folder: opened as a directory, no link
@@ -99,11 +110,11 @@ def sync_folder(folder: Path | None) -> None:
 
 def settle(memory: Path, v2: bool, flush: Callable[[], None] | None = None, clock=time.monotonic,
            sleep=time.sleep) -> tuple[float, int | None]:
-    """Run the collector and `flush` (the sandbox's host folder synced), then wait while the
-    group's held memory falls (see the module): the seconds waited and the bytes still held."""
+    """Run the collector (and `flush` where the group holds many dirty pages), then wait while
+    the group's held memory falls (see the module): the seconds waited and the bytes still held."""
     start = clock()
     run_unix_collector()
-    if flush is not None:
+    if flush is not None and dirty_bytes(memory, v2) > DIRTY_FLUSH_BYTES:
         flusher = threading.Thread(target=flush, name="leftovers-syncfs", daemon=True)
         flusher.start()
         flusher.join(SETTLE_WAIT_S)

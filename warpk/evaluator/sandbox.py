@@ -47,9 +47,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   (kernels queued on the GPU, armed timers) is not credited to it beyond the ratio of both
   sides alone (corpus 45b, 54, 59); SysV and POSIX message queues fail with EPERM (round 29); its
   exit's kernel work ends before the lane goes on (a million tmpfs files: 3.6 s; its cgroup waited
-  empty, up to 120 s: round 30), then what a unix socket's own queue kept and the pages it dirtied
-  in its build dir are freed and written back before its memory group goes (warpk.evaluator.
-  leftovers, rounds 65-66); io_uring fails with EPERM (a multishot timer wakes a frozen
+  empty, up to 120 s: round 30), then what a unix socket's own queue kept and over 64 MiB of pages
+  it dirtied in its build dir are freed and written back before its memory group goes (warpk.
+  evaluator.leftovers, rounds 65-67); io_uring fails with EPERM (a multishot timer wakes a frozen
   sandbox); no worker passes fds over its socket (the trusted side takes its outbox fd with
   pidfd_getfd), so fds it parks in flight refuse only its own sends (round 37); fds it sends are
   closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
@@ -62,9 +62,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of
   the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds in
   flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
-  limit is too low to be sure); what it leaves queued in its socket (a tmpfs kept alive) freed on
-  the host's cores after it died (round 40); a fill of the file table faster than the guard's look
-  (0.2 s and a count; files of other evaluating processes' sandboxes); the disk its build dir takes,
+  limit is too low to be sure); kernel work after it died that its group does not count (pages
+  another sandbox charged first, extents freed: round 67); a fill of the file table faster than
+  the guard's look (0.2 s and a count; files of other evaluating processes' sandboxes); its build dir's disk,
   in `process` mode its working dir; kernel or driver exploits (the seccomp filter blocks only the
   keyring, IPC, io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on
   x86_64 and aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls
