@@ -21,8 +21,9 @@ a core over 30 s; once in 4 tries it hit the next baseline, 2.2x too slow: red t
 corpus 66). Dirty and written-back pages are charged to its group too, so where they are over
 DIRTY_FLUSH_BYTES the lane syncs the build dir's filesystem (`syncfs`) before the wait; an honest
 build's few MB are left to the flusher. Not always: syncfs writes back everything on that
-filesystem, other processes' too, and run at every close it slowed the test suite by minutes and
-timed a C++ candidate's load out (session 38). Open (round 67): pages first charged to another
+filesystem, other processes' too; with it at every close, the full test suite's corpus fixture
+took 481 s against 350 and a C++ candidate's load timed out (120 s; session 38, one run each, not
+taken apart further). Open (round 67): pages first charged to another
 group (the compile pool's sandbox imports the same source into the same folder) and dirtied again
 here are not in this group's count (800 MB dirty on the host, 2-5 MiB held); no baseline was seen
 slowed by it (rewriting pages that have their disk blocks is cheap to write back).
