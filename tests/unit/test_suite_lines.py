@@ -22,7 +22,7 @@ def _run(commit: str) -> tuple[str, str, str, list[int]]:
     return passed, skipped, f"{minutes} min {rest} s", setups
 
 
-@pytest.mark.parametrize("commit", ["0dfd525", "8d05390", "3bb7f92"])
+@pytest.mark.parametrize("commit", ["0dfd525", "8d05390", "3bb7f92", "3f7e9fc"])
 def test_the_table_row(commit):
     passed, skipped, wall, setups = _run(commit)
     fixtures = ", ".join(map(str, setups)) if setups else "-"
@@ -35,3 +35,5 @@ def test_the_readmes_line_is_the_last_run():
            f"skipped in {wall}," in README
     said = f"CPU files {setups[0]} s of setup, the report {setups[1]} s, the default run {setups[2]} s"
     assert said in README
+    later = _run("3f7e9fc")
+    assert f"({later[2]} at 3f7e9fc, the VM slower then" in README
