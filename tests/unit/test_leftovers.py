@@ -118,7 +118,7 @@ def test_pages_a_dead_sandbox_dirtied_in_its_build_dir_are_written_back_first(tm
     build.mkdir()
     group = ResourceGroup(2 << 30)
     _dead_sandbox(group, DIRTY.replace("/build", str(build)), build)
-    dirty = leftovers._held(group.dirs["memory"], METHOD == "cgroup2")[1]
+    dirty = leftovers.dirty_bytes(group.dirs["memory"], METHOD == "cgroup2")
     group.close((lambda: leftovers.sync_folder(build)) if flush else None)
     _, held = group.settled
     if dirty <= 64 << 20:

@@ -9,8 +9,9 @@ too slow and cached a minute (red team round 65, corpus 65). Refusing unix socke
 was withdrawn: libcuda makes one to look for an MPS daemon (CUDA did not start in a probe with it
 refused on the H100, the cause not read). What the cycle holds is charged to
 the sandbox's memory group (the tmpfs's inodes and pages; on this VM 274 MiB for 300k files, kept
-for seconds until something closed a unix socket, then freed in 0.5 s). So the lane closes one
-itself with an fd in flight, which runs the collector now, and waits while the group's memory
+for seconds until something closed a unix socket, then freed in 0.5 s: benchmarks/
+bench_leftovers.py). So the lane closes one itself with an fd in flight, which runs the collector
+now, and waits while the group's memory
 that is not page cache falls, until it is under KERNEL_FLOOR_BYTES (a sandbox that ran torch
 leaves ~1 MiB), stops falling for STUCK_S (nothing is being freed: what stays has no work left to
 do), or SETTLE_WAIT_S. The wait is the dead candidate's, before the next one's baseline.
