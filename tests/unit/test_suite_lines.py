@@ -22,7 +22,7 @@ def _run(commit: str) -> tuple[str, str, str, list[int]]:
     return passed, skipped, f"{minutes} min {rest} s", setups
 
 
-@pytest.mark.parametrize("commit", ["0dfd525", "8d05390", "3bb7f92", "3f7e9fc"])
+@pytest.mark.parametrize("commit", ["0dfd525", "8d05390", "3bb7f92", "3f7e9fc", "6ce06c2"])
 def test_the_table_row(commit):
     passed, skipped, wall, setups = _run(commit)
     fixtures = ", ".join(map(str, setups)) if setups else "-"
