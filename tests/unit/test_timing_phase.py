@@ -262,6 +262,14 @@ def test_where_the_two_ratios_disagree_the_interval_reaches_the_interleaved_one_
     scaled = Timing(7, ref_ms=(1.8,) * 6, new_ms=(1.8,) * 6, freeze="cgroup").fields(alone_ms=(1.0,) * 6)
     assert scaled["speedup"] == scaled["speedup_low"] == pytest.approx(1.05 / 1.8)
     assert scaled["speedup_high"] == pytest.approx(1.0) == scaled["interleaved_speedup"]
+    # Scaled on its pairs' median (what the ratios are made of), not on its batches' median,
+    # which may lie above the bound after scaling: corpus 45b on the H100 (2026-12-07), 4 batches
+    uneven = Timing(7, ref_ms=(1.0, 1.2, 1.2, 1.2), new_ms=(1.0,) * 4, freeze="cgroup")
+    uneven = uneven.fields(alone_ms=(1.0,) * 4)
+    assert uneven["ref_contention"] == pytest.approx(1.15)  # pairs' means 1.1 and 1.2
+    assert uneven["speedup"] == pytest.approx(uneven["interleaved_speedup"] * 1.05 / 1.15)
+    assert uneven["speedup"] == pytest.approx(1.05)
+    assert uneven["ref_runtime_ms"] == pytest.approx(1.2 * 1.05 / 1.15)  # above 1.05: the batches' median
     # Not slowed: one ratio, nothing beside it
     calm = Timing(7, ref_ms=noise, new_ms=(1.0,) * 6, freeze="cgroup").fields(alone_ms=noise)
     assert "interleaved_speedup" not in calm and "basis" not in calm
