@@ -6,8 +6,8 @@ probe; the stderr of each is shown, so a failure says why.
 
 `--filter-from`: a file defining `seccomp_program()` like warpk/evaluator/seccomp.py, e.g. the one
 that also refused AF_UNIX sockets (`git show 5529872:warpk/evaluator/seccomp.py`): libcuda makes
-an AF_UNIX socket at start to look for an MPS daemon (session 38: a probe under that filter failed
-on the H100, its output cut).
+an AF_UNIX socket at start to look for an MPS daemon (H100, 2026-12-07: under that filter
+`cudaGetDeviceCount()` failed with Error 304; under the committed one and none, CUDA started).
 
 Non-goals: no evaluation (the evaluator's own GPU tests).
 """
