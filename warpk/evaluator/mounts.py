@@ -30,6 +30,16 @@ from warpk.paths import covers_private, private_folders
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
+# The host's knobs under the sandbox's /proc, read-only: where the evaluator runs as root, the
+# sandbox's uid 0 is the host's, and a sysctl's write needs only that uid, no capability; bwrap
+# covers /proc/irq and /proc/bus but not these (red team round 68: 770 files of /proc opened for
+# writing, and kernel.core_pattern set to a pipe ran a program as host root in the host's
+# namespaces; /proc/sysrq-trigger reboots the host). /proc/sys is the same tree from any proc
+# mount (namespaced values are the reader's). /proc/pressure too: a trigger written there is polled
+# by a kernel thread outside the sandbox's cgroup.
+PROC_READ_ONLY = ("--ro-bind", "/proc/sys", "/proc/sys",
+                  "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                  "--ro-bind-try", "/proc/pressure", "/proc/pressure")
 TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
 
 

@@ -12,8 +12,9 @@ process, its time is that process's clock only (evaluator v3: nothing it reports
 the reference is timed through the same harness in a worker of its own, in this same sandbox
 (warpk.evaluator.reference). This module limits what it can do to the machine.
   Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root that
-  holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys), the few
-  /etc files they need (not /etc/shadow), this Python installation, the install prefixes of the
+  holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys; /proc's
+  host knobs, /proc/sys above all, read-only: mounts.PROC_READ_ONLY, round 68), the few /etc
+  files they need (not /etc/shadow), this Python installation, the install prefixes of the
   compilers on PATH (a cluster's gcc or CUDA in /opt or /apps) and the `warpk` package: no $HOME,
   /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private, empty tmpfs of at most
   SCRATCH_LIMIT_BYTES in the sandbox's own mount namespace, and holds its working dir (also $HOME
@@ -56,40 +57,40 @@ the reference is timed through the same harness in a worker of its own, in this 
   no close of what it made waits (rounds 38-39, corpus 61, 63); past a quarter of fs.file-max
   in use, every sandbox holding over 16384 files (fds, mappings) or 32 MiB of kernel memory
   besides page tables (no churn of processes hides that: round 47) is killed (filetable, 43-53).
-  Not covered: where no cgroup can be made (limits=none, said once per run), memory in memfds it
-  keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (a candidate can
-  lower its oom_score_adj: the reference worker may go, a harness failure), its process count
-  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of
-  the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds in
-  flight (run the evaluator as a user of its own; a line says where the trusted side's own hard
-  limit is too low to be sure); kernel work after it died that its group does not count (pages
-  another sandbox charged first, extents freed: round 67); a fill of the file table faster than
-  the guard's look (0.2 s and a count; files of other evaluating processes' sandboxes); its build dir's disk,
-  in `process` mode its working dir; kernel or driver exploits (the seccomp filter blocks only the
-  keyring, IPC, io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on
-  x86_64 and aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls
-  are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
-  (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
-  a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
-  channels (it can read the energy counter through NVML and time its power to the counter's updates,
-  which the windows' random phase does not stop) and a kernel left spinning after the sandbox died;
-  the page size of its outputs (a CPU output on huge pages is cheaper for it to write and for the
-  trusted side to read: a copy answering from a ring of such buffers got 1.03 [0.99, 1.09], red team
-  round 55) and on a GPU which of two bandwidth modes its device memory falls in (~10% of a huge
-  batch, held by one worker role for stretches: docs/benchmarks.md, 2026-12-07; not tried as an
-  attack); on a GPU lane its harness packs its outputs into the send buffer, a copy a candidate can
-  rewrite itself to skip (on the CPU the trusted side reads them out of its memory: corpus 51);
-  where no cgroup v2 group can be made, a build in the compile pool timing its load to the
-  reference's batches (elsewhere the lanes freeze the pool while they time, pool_gate: red team
-  round 9 got 1.9x that way; what a sandbox still reads of the others, /proc/stat and locks, then
-  has nothing running to act on, except another lane's candidate loading the memory bus); byte-range
-  locks on shared read-only files signalling between live sandboxes (round 7; no speedup made of
-  it); in `process` mode an orphan reparented outside its tree escapes the SIGSTOP freeze (not the
-  cgroup one), and none of the namespace protections apply (it can write wherever the user can,
-  reach the network and the sampler daemon on loopback, which it can slow but not change, kill the
-  trusted worker, or hold or stop what holds the machine's lane locks so that another run on the
-  machine stops: a harness failure; round 32). Run it on a machine you can afford to lose, or at
-  least under bwrap.
+  Not covered: where the evaluator runs as root, the sandbox's uid 0 is the host's (what checks only
+  the uid; run it as a user of its own); where no cgroup can be made (limits=none), memfds it keeps
+  (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (it can lower its
+  oom_score_adj: the reference worker may go, a harness failure), its process count (RLIMIT_NPROC
+  does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of the evaluator
+  user's other programs whose open-file limit is under ~1300 while it holds fds in flight (a line
+  says where the trusted side's own hard limit is too low to be sure); kernel work after it died
+  that its group does not count (pages another sandbox charged first, extents freed: round 67); a
+  fill of the file table faster than the guard's look (0.2 s and a count; files of other evaluating
+  processes' sandboxes); its build dir's disk, in `process` mode its working dir; kernel or driver
+  exploits (the seccomp filter blocks only the keyring, IPC, io_uring, AIO, SO_LINGER and memory or
+  fd tables shared beyond threads and vfork, on x86_64 and aarch64: warpk.evaluator.seccomp; every
+  other syscall and the NVIDIA driver's ioctls are reachable); what the mounted system folders, /sys
+  and the mounted Python installation reveal (warpk.evaluator.mounts: secrets kept in a conda env's
+  conda-meta/state or a venv's bin/activate, a checkout inside /usr: red team round 25), which it
+  can write into its error text; GPU side channels (it can read the energy counter through NVML and
+  time its power to the counter's updates, which the windows' random phase does not stop) and a
+  kernel left spinning after the sandbox died; the page size of its outputs (a CPU output on huge
+  pages is cheaper for it to write and for the trusted side to read: a copy answering from a ring of
+  such buffers got 1.03 [0.99, 1.09], red team round 55) and on a GPU which of two bandwidth modes
+  its device memory falls in (~10% of a huge batch, held by one worker role for stretches:
+  docs/benchmarks.md, 2026-12-07; not tried as an attack); on a GPU lane its harness packs its
+  outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the CPU the
+  trusted side reads them out of its memory: corpus 51); where no cgroup v2 group can be made, a
+  build in the compile pool timing its load to the reference's batches (elsewhere the lanes freeze
+  the pool while they time, pool_gate: red team round 9 got 1.9x that way; what a sandbox still
+  reads of the others, /proc/stat and locks, then has nothing running to act on, except another
+  lane's candidate loading the memory bus); byte-range locks on shared read-only files signalling
+  between live sandboxes (round 7; no speedup made of it); in `process` mode an orphan reparented
+  outside its tree escapes the SIGSTOP freeze (not the cgroup one), and none of the namespace
+  protections apply (it can write wherever the user can, reach the network and the sampler daemon on
+  loopback, which it can slow but not change, kill the trusted worker, or hold or stop what holds
+  the machine's lane locks so that another run on the machine stops: a harness failure; round 32).
+  Run it on a machine you can afford to lose, or at least under bwrap.
 
 Preflight (`resolve_sandbox`, once per process and set of private folders): the real worker
 entry (torch and warpk.evaluator.untrusted imported by this interpreter, by the path this
@@ -118,7 +119,7 @@ from warpk.evaluator import filetable, leftovers
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.mounts import host_folders, mount
+from warpk.evaluator.mounts import PROC_READ_ONLY, host_folders, mount
 from warpk.evaluator.resources import (
     FILE_SIZE_LIMIT_BYTES,
     FILES_PER_PROCESS,
@@ -225,7 +226,7 @@ def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None
     cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--tmpfs", "/tmp"]  # first: the project,
     cmd += ["--dir", str(SANDBOX_HOME)]  # the venv or caches may live under /tmp (mounted next)
     cmd += host_folders(PACKAGE_DIR)  # warpk.evaluator.mounts: what of the host it sees
-    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--proc", "/proc", *PROC_READ_ONLY, "--dev", "/dev"]
     if gpu:
         nodes = [f"nvidia{int(i)}" for i in gpu.split(",")] + list(NVIDIA_SHARED_NODES)
         for node in nodes:
@@ -269,9 +270,6 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
     return env
 
 
-# resolved here, once: `CDLL(None)` inside the child between fork and exec is dlopen + dlsym, which
-# would hang the child for good if another thread of the parent held the loader's lock at the fork
-# (red team round 32, by reading)
 # Which sandbox the kernel's OOM killer takes when all of them together reach their budget
 # (hostmem.sandbox_budget_bytes): memory in unmapped memfds or tmpfs counts in no process's
 # badness, so candidates and builds are marked first, the task's reference worker next (red team
@@ -300,6 +298,8 @@ def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_a
         resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
 
 
+# resolved once: `CDLL(None)` in the child between fork and exec would hang it for good if another
+# thread held the loader's lock at the fork (red team round 32, by reading)
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 
 

@@ -1,0 +1,64 @@
+"""Nothing of the host's /proc is writable from the sandbox (red team round 68): where the
+evaluator runs as root the sandbox's uid 0 is the host's, and a sysctl's write needs only that
+uid: 770 files were open for writing, and kernel.core_pattern set to a pipe ran a program as host
+root. The files are opened for writing only, never written."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.unit.test_sandbox import needs_bwrap
+from warpk.evaluator import sandbox
+from warpk.evaluator.seccomp import seccomp_fd
+
+# Every file of /proc outside the processes' folders, opened O_WRONLY and closed at once
+OPEN_FOR_WRITING = r'''
+import os
+found = []
+def try_open(path):
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY))
+        found.append(path)
+    except OSError:
+        pass
+for name in os.listdir("/proc"):
+    path = "/proc/" + name
+    if name.isdigit() or os.path.islink(path):
+        continue
+    if os.path.isdir(path):
+        for root, _, files in os.walk(path):
+            for f in files:
+                try_open(os.path.join(root, f))
+    else:
+        try_open(path)
+print("\n".join(found))
+'''
+
+
+def _writable_in_sandbox() -> list[str]:
+    fd = seccomp_fd()
+    try:
+        command = sandbox.bwrap_command(None, None, fd) + [sys.executable, "-c", OPEN_FOR_WRITING]
+        env = sandbox.worker_env(sandbox.SANDBOX_HOME, 1, {})
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
+                              pass_fds=() if fd is None else (fd,))
+    finally:
+        if fd is not None:
+            os.close(fd)
+    assert done.returncode == 0, done.stderr[-500:]
+    return done.stdout.split()
+
+
+@needs_bwrap
+def test_no_file_of_the_hosts_proc_opens_for_writing_in_the_sandbox():
+    assert _writable_in_sandbox() == []
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user nothing there opened for writing anyway")
+def test_without_the_read_only_binds_a_root_sandbox_could_write_the_hosts_sysctls(monkeypatch):
+    monkeypatch.setattr(sandbox, "PROC_READ_ONLY", ())
+    found = _writable_in_sandbox()
+    assert "/proc/sys/kernel/core_pattern" in found and "/proc/pressure/cpu" in found
