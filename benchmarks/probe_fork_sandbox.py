@@ -7,19 +7,25 @@ used by the evaluator.
     python benchmarks/probe_fork_sandbox.py [--forks 10] [--out FILE]
 
 The template runs in bwrap as the evaluator's workers do (`sandbox.bwrap_command`, no build dir,
-no GPU) but keeps CAP_SYS_ADMIN inside the sandbox's user namespace, gets no seccomp filter, and
+no GPU) but keeps CAP_SYS_ADMIN and CAP_SETPCAP (to empty the forks' bounding sets) inside the
+sandbox's user namespace, gets no seccomp filter, and
 runs without `--disable-userns` (that option nests a user namespace, which locks bwrap's covers of
 /proc, and then no fork can have a /proc of its own: measured, see `template_command`). It imports
 torch, then for each fork: the child closes every fd but its report pipe, unshares mount, IPC,
-network, UTS and PID namespaces, mounts a fresh tmpfs on /tmp, forks once more to be PID 1 of the
-new namespace, unmounts bwrap's covers of /proc and mounts its own /proc, drops every capability
+network, UTS and PID namespaces, mounts a fresh tmpfs on /tmp and works in a folder on it, forks
+once more to be PID 1 of the new namespace, unmounts bwrap's covers of /proc, mounts its own /proc
+and binds its host knobs read-only again (/proc/sys, sysrq-trigger, pressure, irq, bus: red team
+round 68), drops every capability
 (bounding set, effective, permitted, inheritable, ambient), sets no_new_privs and loads the
 evaluator's seccomp filter and one that refuses new user namespaces (`no_user_namespaces`, in
 place of `--disable-userns`), then checks what it can see and do and runs a torch op. Each fork
 reports the seconds from fork to that report (the template's monotonic clock) and the checks:
 
     procs     the PIDs its /proc lists (only itself: it sees neither the template nor siblings)
-    tmp       what its /tmp holds (empty, though the template and the earlier forks wrote there)
+    tmp       what its /tmp holds (its working dir only, though the template and earlier forks wrote)
+    cwd       what its working dir holds (nothing: its own, not the template's)
+    sysctl    opening kernel.core_pattern for writing (EROFS: the host's knobs bound read-only)
+    bounding  its bounding set of capabilities (empty)
     unshare   unshare(CLONE_NEWNS) after the drop (EPERM: no namespace of its own any more)
     mount     mounting a tmpfs after the drop (EPERM)
     userns    unshare(CLONE_NEWUSER) (EPERM: the stacked filter)
@@ -58,7 +64,8 @@ import ctypes, errno, json, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 NEWNS, NEWUTS, NEWIPC, NEWPID, NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 0x20, 0x1000
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_CAP_AMBIENT = 1, 24, 38, 22, 47
 
 def check(rc, what):
@@ -66,9 +73,11 @@ def check(rc, what):
         raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
 
 def drop_and_filter(programs):
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
-            break
+    for cap in range(64):  # needs CAP_SETPCAP (kept for this); past the last cap: EINVAL
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+            check(-1, f"drop capability {cap} from the bounding set")
     check(libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0), "clear ambient")  # PR_CAP_AMBIENT_CLEAR_ALL
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()
@@ -78,6 +87,13 @@ def drop_and_filter(programs):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
     for program in programs:
         check(libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(Prog(len(program) // 8, program)), 0, 0), "seccomp")
+
+def opens_for_writing(path):
+    try:
+        os.close(os.open(path, os.O_WRONLY))
+        return "ok"
+    except OSError as err:
+        return errno.errorcode.get(err.errno, str(err.errno))
 
 def errno_of(call):
     rc = call()
@@ -91,6 +107,10 @@ def own_proc():
     for target in sorted((t for t in covers if t.startswith("/proc/")), key=len, reverse=True):
         check(libc.umount2(target.encode(), 2), f"umount {target}")  # MNT_DETACH
     check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    for knob in (b"/proc/sys", b"/proc/sysrq-trigger", b"/proc/pressure", b"/proc/irq", b"/proc/bus"):
+        if os.path.exists(knob):  # the host's knobs read-only again (red team round 68: core_pattern)
+            check(libc.mount(knob, knob, None, MS_BIND, None), f"bind {knob}")
+            check(libc.mount(None, knob, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None), f"read-only {knob}")
 
 def worker(report, program, start):
     own_proc()
@@ -103,6 +123,9 @@ def worker(report, program, start):
         unshare=errno_of(lambda: libc.unshare(NEWNS)),
         mount=errno_of(lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
         userns=errno_of(lambda: libc.unshare(0x10000000)),
+        sysctl=opens_for_writing("/proc/sys/kernel/core_pattern"),
+        bounding=[line.split()[1] for line in open("/proc/self/status") if line.startswith("CapBnd")][0],
+        cwd=sorted(os.listdir(".")),
         keyctl=errno_of(lambda: libc.syscall(250, 0, 0, 0, 0, 0)),
         torch=float(torch.ones(4).sum()),
     )
@@ -121,6 +144,8 @@ def fork_one(program):
             check(libc.unshare(NEWNS | NEWUTS | NEWIPC | NEWNET | NEWPID), "unshare")
             check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
             check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64m"), "tmpfs /tmp")
+            os.makedirs(os.environ["HOME"])  # its working dir on its own tmpfs, not the template's
+            os.chdir(os.environ["HOME"])  # (round 68: a module planted there, the template imported)
             inner = os.fork()  # PID 1 of the new namespace
             if inner == 0:
                 try:
@@ -149,7 +174,8 @@ for _ in range(int(sys.argv[1])):
     print(json.dumps(fork_one(program)), flush=True)
 '''
 
-EXPECTED = dict(procs=[1], tmp=[], unshare="EPERM", mount="EPERM", userns="EPERM", keyctl="EPERM", torch=4.0)
+EXPECTED = dict(procs=[1], tmp=["warpk-worker"], cwd=[], unshare="EPERM", mount="EPERM", userns="EPERM",
+                sysctl="EROFS", bounding="0000000000000000", keyctl="EPERM", torch=4.0)
 
 
 def template_command() -> list[str]:
@@ -158,7 +184,7 @@ def template_command() -> list[str]:
     no fork could unmount them, and the kernel mounts no new proc where no proc is fully visible
     (EINVAL and EPERM, measured). The forks refuse new user namespaces with a filter instead."""
     cmd = [c for c in bwrap_command(None, None)[:-1] if c != "--disable-userns"]  # no trailing "--"
-    return [*cmd, "--cap-add", "CAP_SYS_ADMIN", "--"]
+    return [*cmd, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--"]
 
 
 def no_user_namespaces() -> bytes:

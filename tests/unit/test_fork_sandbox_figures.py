@@ -42,3 +42,4 @@ def test_every_fork_passed_its_checks_and_the_medians():
             f"(median of {len(fresh)})") in TEXT
     assert f"imports torch once ({found['template']['template_import_s']:.3f} s)" in TEXT
     assert f"about {round(statistics.median(fresh) / statistics.median(ready), -1):.0f}x less" in TEXT
+    assert all(f["bounding"] == "0000000000000000" and f["sysctl"] == "EROFS" for f in forks)
