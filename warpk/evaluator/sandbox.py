@@ -12,85 +12,85 @@ process, its time is that process's clock only (evaluator v3: nothing it reports
 the reference is timed through the same harness in a worker of its own, in this same sandbox
 (warpk.evaluator.reference). This module limits what it can do to the machine.
   Covered (bwrap): no network (own network namespace, loopback only); an empty, read-only root that
-  holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys; /proc's
-  host knobs, /proc/sys above all, read-only: mounts.PROC_READ_ONLY, round 68), the few /etc
-  files they need (not /etc/shadow), this Python installation, the install prefixes of the
-  compilers on PATH (a cluster's gcc or CUDA in /opt or /apps) and the `warpk` package: no $HOME,
-  /home, /root, /run, /opt, /srv, /var or project tree; /tmp is a private, empty tmpfs of at most
-  SCRATCH_LIMIT_BYTES in the sandbox's own mount namespace, and holds its working dir (also $HOME
-  and $TMPDIR): nothing it writes there reaches the host, and it goes with the sandbox; for a CUDA
-  candidate its own build dir (a host folder: the cache per source hash, shared by the compile pool
-  and the lane, never by two live sandboxes at once: warpk.evaluator.dispatch.folder_alone, red
-  team round 6) is the only other writable place, and the parent only makes that folder, never
-  reads in it; own PID namespace (it cannot see or signal other processes, and everything it spawns
-  dies with it: `--die-with-parent`, then the namespace goes); new session (no terminal injection);
-  all capabilities dropped, no_new_privs; no user namespaces of its own (bwrap 0.8+
-  `--disable-userns`: without it a candidate can make namespaces charged to host root's per-user
-  limits until no sandbox on the host can start, corpus 56); on a GPU only its lane's device nodes
-  (/dev/nvidia<i> + control/UVM nodes) exist; a scrubbed environment (no tokens or keys), for the
-  sandbox's init (/proc/1) too.
+  holds only the system's programs and libraries (/usr, /bin, /lib..., read-only /sys; /proc's host
+  knobs, /proc/sys above all, read-only: mounts.PROC_READ_ONLY, round 68), the few /etc files they
+  need (not /etc/shadow), this Python installation, the install prefixes of the compilers on PATH (a
+  cluster's gcc or CUDA in /opt or /apps) and the `warpk` package: no $HOME, /home, /root, /run,
+  /opt, /srv, /var or project tree; /tmp is a private, empty tmpfs of at most SCRATCH_LIMIT_BYTES in
+  the sandbox's own mount namespace, and holds its working dir (also $HOME and $TMPDIR): nothing it
+  writes there reaches the host, and it goes with the sandbox; for a CUDA candidate its own build
+  dir (a host folder: the cache per source hash, shared by the compile pool and the lane, never by
+  two live sandboxes at once: warpk.evaluator.dispatch.folder_alone, red team round 6) is the only
+  other writable place, and the parent only makes that folder, never reads in it; own PID namespace
+  (it cannot see or signal other processes, and everything it spawns dies with it:
+  `--die-with-parent`, then the namespace goes); new session (no terminal injection); all
+  capabilities dropped, no_new_privs; no user namespaces of its own (bwrap 0.8+ `--disable-userns`:
+  without it a candidate can make namespaces charged to host root's per-user limits until no sandbox
+  on the host can start, corpus 56); on a GPU only its lane's device nodes (/dev/nvidia<i> +
+  control/UVM nodes) exist; a scrubbed environment (no tokens or keys), for the sandbox's init
+  (/proc/1) too.
   Both modes: one fresh process per candidate (nothing of one candidate can reach the next); its
   stdout and stderr reach the parent through a pipe the parent made, drained without blocking into
   the last 4 KiB (warpk.evaluator.hostside): the parent never opens, follows or walks a path the
   candidate can write, and every wait of the parent has a time limit, so a candidate costs its own
   record and its compile slot, never the lane or the run; a host folder it wrote into (`process`
   mode) is removed without following links, at any depth; wall-clock limits per step (enforced by
-  the trusted worker, then SIGKILL of the whole sandbox); host memory watched over its whole
-  process tree (RLIMIT_AS too on CPU), no core dumps, one file at most 1 TiB.
+  the trusted worker, then SIGKILL of the whole sandbox); host memory watched over its whole process
+  tree (RLIMIT_AS too on CPU), no core dumps, one file at most 1 TiB.
   Resources (warpk.evaluator.resources, both modes; every record's `limits` says which apply): a
   cgroup per sandbox, joined before exec, with memory.max counting what no RSS shows (its tmpfs
-  /tmp, memfds, shared memory: corpus 55), pids.max, the lane's cores as its cpuset (the
-  reference worker's too: more threads buy nothing), and oom_score_adj 1000 (reference 500).
-  While the reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every
-  process of the sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads, so
-  all it spawns is inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the
-  reference is timed alone before any candidate code runs, so what freezing does not stop
-  (kernels queued on the GPU, armed timers) is not credited to it beyond the ratio of both
-  sides alone (corpus 45b, 54, 59); SysV and POSIX message queues fail with EPERM (round 29); its
-  exit's kernel work ends before the lane goes on (a million tmpfs files: 3.6 s; its cgroup waited
-  empty, up to 120 s: round 30), then what a unix socket's own queue kept and over 64 MiB of pages
-  it dirtied in its build dir are freed and written back before its memory group goes (warpk.
-  evaluator.leftovers, rounds 65-67); io_uring fails with EPERM (a multishot timer wakes a frozen
-  sandbox); no worker passes fds over its socket (the trusted side takes its outbox fd with
-  pidfd_getfd), so fds it parks in flight refuse only its own sends (round 37); fds it sends are
-  closed on a thread of their own, and no socket of its lingers (SO_LINGER fails with EPERM), so
-  no close of what it made waits (rounds 38-39, corpus 61, 63); past a quarter of fs.file-max
-  in use, every sandbox holding over 16384 files (fds, mappings) or 32 MiB of kernel memory
-  besides page tables (no churn of processes hides that: round 47) is killed (filetable, 43-53).
-  Not covered: where the evaluator runs as root, the sandbox's uid 0 is the host's (what checks only
-  the uid; run it as a user of its own); where no cgroup can be made (limits=none), memfds it keeps
-  (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (it can lower its
-  oom_score_adj: the reference worker may go, a harness failure), its process count (RLIMIT_NPROC
-  does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of the evaluator
-  user's other programs whose open-file limit is under ~1300 while it holds fds in flight (a line
-  says where the trusted side's own hard limit is too low to be sure); kernel work after it died
-  that its group does not count (pages another sandbox charged first, extents freed: round 67); a
-  fill of the file table faster than the guard's look (0.2 s and a count; files of other evaluating
-  processes' sandboxes); its build dir's disk, in `process` mode its working dir; kernel or driver
-  exploits (the seccomp filter blocks only the keyring, IPC, io_uring, AIO, SO_LINGER and memory or
-  fd tables shared beyond threads and vfork, on x86_64 and aarch64: warpk.evaluator.seccomp; every
-  other syscall and the NVIDIA driver's ioctls are reachable); what the mounted system folders, /sys
-  and the mounted Python installation reveal (warpk.evaluator.mounts: secrets kept in a conda env's
-  conda-meta/state or a venv's bin/activate, a checkout inside /usr: red team round 25), which it
-  can write into its error text; GPU side channels (it can read the energy counter through NVML and
-  time its power to the counter's updates, which the windows' random phase does not stop) and a
-  kernel left spinning after the sandbox died; the page size of its outputs (a CPU output on huge
-  pages is cheaper for it to write and for the trusted side to read: a copy answering from a ring of
-  such buffers got 1.03 [0.99, 1.09], red team round 55) and on a GPU which of two bandwidth modes
-  its device memory falls in (~10% of a huge batch, held by one worker role for stretches:
-  docs/benchmarks.md, 2026-12-07; not tried as an attack); on a GPU lane its harness packs its
-  outputs into the send buffer, a copy a candidate can rewrite itself to skip (on the CPU the
-  trusted side reads them out of its memory: corpus 51); where no cgroup v2 group can be made, a
-  build in the compile pool timing its load to the reference's batches (elsewhere the lanes freeze
-  the pool while they time, pool_gate: red team round 9 got 1.9x that way; what a sandbox still
-  reads of the others, /proc/stat and locks, then has nothing running to act on, except another
-  lane's candidate loading the memory bus); byte-range locks on shared read-only files signalling
-  between live sandboxes (round 7; no speedup made of it); in `process` mode an orphan reparented
-  outside its tree escapes the SIGSTOP freeze (not the cgroup one), and none of the namespace
-  protections apply (it can write wherever the user can, reach the network and the sampler daemon on
-  loopback, which it can slow but not change, kill the trusted worker, or hold or stop what holds
-  the machine's lane locks so that another run on the machine stops: a harness failure; round 32).
-  Run it on a machine you can afford to lose, or at least under bwrap.
+  /tmp, memfds, shared memory: corpus 55), pids.max, the lane's cores as its cpuset (the reference
+  worker's too: more threads buy nothing), and oom_score_adj 1000 (reference 500). While the
+  reference is timed (warpk.evaluator.freeze, warpk.evaluator.timing_phase): every process of the
+  sandbox is frozen (a cgroup v2 of its own, joined before the candidate loads, so all it spawns is
+  inside; SIGSTOP of its process tree where no cgroup v2 is writable), and the reference is timed
+  alone before any candidate code runs, so what freezing does not stop (kernels queued on the GPU,
+  armed timers) is not credited to it beyond the ratio of both sides alone (corpus 45b, 54, 59);
+  SysV and POSIX message queues fail with EPERM (round 29); its exit's kernel work ends before the
+  lane goes on (a million tmpfs files: 3.6 s; its cgroup waited empty, up to 120 s: round 30), then
+  what a unix socket's own queue kept and over 64 MiB of pages it dirtied in its build dir are freed
+  and written back before its memory group goes (warpk. evaluator.leftovers, rounds 65-67); io_uring
+  fails with EPERM (a multishot timer wakes a frozen sandbox); no worker passes fds over its socket
+  (the trusted side takes its outbox fd with pidfd_getfd), so fds it parks in flight refuse only its
+  own sends (round 37); fds it sends are closed on a thread of their own, and no socket of its
+  lingers (SO_LINGER fails with EPERM), so no close of what it made waits (rounds 38-39, corpus 61,
+  63); past a quarter of fs.file-max in use, every sandbox holding over 16384 files (fds, mappings)
+  or 32 MiB of kernel memory besides page tables (no churn of processes hides that: round 47) is
+  killed (filetable, 43-53).
+  Not covered: where the evaluator runs as root, its uid 0 is the host's: it can change the host's
+  device nodes it sees (mode, owner, times: /dev/null..., /dev/nvidia*) and read root-only files
+  (/proc/timer_list); leases refused, build dirs private (round 69): run it as a user of its own;
+  where no cgroup can be made (limits=none), memfds it keeps (in no RSS; /tmp is capped), which
+  sandbox dies when all reach their budget (it can lower its oom_score_adj: the reference worker may
+  go, a harness failure), its process count (RLIMIT_NPROC does not bind root), without a cpuset its
+  cores (round 2: 1.1-1.3x); fd passing of the evaluator user's other programs whose open-file limit
+  is under ~1300 while it holds fds in flight (a line says where the trusted side's own hard limit
+  is too low to be sure); kernel work after it died that its group does not count (pages another
+  sandbox charged first, extents freed: round 67); a fill of the file table faster than the guard's
+  look (0.2 s and a count; files of other evaluating processes' sandboxes); its build dir's disk, in
+  `process` mode its working dir; kernel or driver exploits (the seccomp filter blocks only the
+  keyring, IPC, io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on
+  x86_64 and aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls
+  are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
+  (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
+  a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
+  channels (it can read the energy counter through NVML and time its power to the counter's updates,
+  which the windows' random phase does not stop) and a kernel left spinning after the sandbox died;
+  the page size of its outputs (a CPU output on huge pages is cheaper for it to write and for the
+  trusted side to read: a copy answering from a ring of such buffers got 1.03 [0.99, 1.09], red team
+  round 55) and on a GPU which of two bandwidth modes its device memory falls in (~10% of a huge
+  batch, held by one worker role for stretches: docs/benchmarks.md, 2026-12-07; not tried as an
+  attack); on a GPU lane its harness packs its outputs into the send buffer, a copy a candidate can
+  rewrite itself to skip (on the CPU the trusted side reads them out of its memory: corpus 51);
+  where no cgroup v2 group can be made, a build in the compile pool timing its load to the
+  reference's batches (elsewhere the lanes freeze the pool while they time, pool_gate: red team
+  round 9 got 1.9x that way; what a sandbox still reads of the others, /proc/stat and locks, then
+  has nothing running to act on, except another lane's candidate loading the memory bus); byte-range
+  locks on shared read-only files signalling between live sandboxes (round 7, no gain); in `process`
+  mode an orphan reparented outside its tree escapes the SIGSTOP freeze (not the cgroup one), and
+  none of the namespace protections apply (it can write wherever the user can, reach the network and
+  the sampler daemon, kill the trusted worker, or stop what holds the machine's lane locks, so that
+  another run stops: round 32). Run it on a machine you can afford to lose, or under bwrap.
 
 Preflight (`resolve_sandbox`, once per process and set of private folders): the real worker
 entry (torch and warpk.evaluator.untrusted imported by this interpreter, by the path this

@@ -1,5 +1,5 @@
 """The sandbox's seccomp filter (`bwrap --seccomp`): the kernel keyring's and System V / POSIX
-message-queue IPC's calls fail with EPERM.
+message-queue IPC's calls fail with EPERM, and the others named below.
 
 The kernel keyring is no namespace: sandboxes alive at once (a compile worker and a timed lane
 worker of different sources; two lanes) could read and write each other's keys and pass a timed
@@ -30,7 +30,10 @@ ENOSYS so glibc falls back to clone (as in Docker's default profile): chains of 
 one address space, or of threads sharing a private fd table, each living microseconds, held files
 that no look at /proc could see (red team round 46). A vfork child can still kill its waiting
 parent and vfork again, a chain in one address space (round 47): that one the guard's look at the
-sandbox's kernel memory ends, not this filter. Every other call is allowed.
+sandbox's kernel memory ends, not this filter. And fcntl(F_SETLEASE): a lease needs only the file's
+uid, which the sandbox shares with the host's root where the evaluator runs as root; a write lease
+on a host file the sandbox sees read-only (ld.so.cache, torch's own files) made every open of it
+on the host wait fs.lease-break-time, 45 s (red team round 69). Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -52,6 +55,10 @@ AIO_CALLS = {"x86_64": (206,), "aarch64": (0,)}
 CLONE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
 _CLONE3 = 435
 _CLONE_VM, _CLONE_FILES, _CLONE_VFORK, _CLONE_THREAD = 0x100, 0x400, 0x4000, 0x10000
+# fcntl per machine, refused for F_SETLEASE only (1024): a lease needs only the file's uid, and the
+# sandbox's uid 0 is the host's where the evaluator runs as root (red team round 69)
+FCNTL = {"x86_64": 72, "aarch64": 25}
+_F_SETLEASE = 1024
 # setsockopt per machine, refused for SOL_SOCKET/SO_LINGER only (1 and 13 on both machines)
 SETSOCKOPT = {"x86_64": 54, "aarch64": 208}
 _SOL_SOCKET, _SO_LINGER = 1, 13
@@ -89,11 +96,15 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
                 (_BPF_JSET, "allow", 0, _CLONE_VFORK),  # its parent waits, holding what it shares
                 (_BPF_JSET, "deny", "allow", _CLONE_VM | _CLONE_FILES),
                 "setsockopt",
-                (_BPF_JEQ, 0, "allow", SETSOCKOPT[machine]),
+                (_BPF_JEQ, 0, "fcntl", SETSOCKOPT[machine]),
                 (_BPF_LD_ABS, 0, 0, 24),  # args[1], the level (an int: the low half)
                 (_BPF_JEQ, 0, "allow", _SOL_SOCKET),
                 (_BPF_LD_ABS, 0, 0, 32),  # args[2], the option
                 (_BPF_JEQ, "deny", "allow", _SO_LINGER),
+                "fcntl",
+                (_BPF_JEQ, 0, "allow", FCNTL[machine]),
+                (_BPF_LD_ABS, 0, 0, 24),  # args[1], the command
+                (_BPF_JEQ, "deny", "allow", _F_SETLEASE),
                 "allow", (_BPF_RET, 0, 0, _RET_ALLOW),
                 "deny", (_BPF_RET, 0, 0, _RET_EPERM),
                 "nosys", (_BPF_RET, 0, 0, _RET_ENOSYS)]
