@@ -1,4 +1,4 @@
-"""A worker whose parent is killed while the worker is frozen dies with it (sandbox._enter's
+"""A worker whose parent is killed while the worker is frozen dies with it (entry.enter_sandbox's
 parent-death signal): before, a `process`-mode reference worker stayed frozen for ever after its
 trusted worker was killed, holding its memory (found 2026-12-06 after the test suite)."""
 

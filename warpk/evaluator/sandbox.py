@@ -57,21 +57,22 @@ the reference is timed through the same harness in a worker of its own, in this 
   63); past a quarter of fs.file-max in use, every sandbox holding over 16384 files (fds, mappings)
   or 32 MiB of kernel memory besides page tables (no churn of processes hides that: round 47) is
   killed (filetable, 43-53).
-  Not covered: where the evaluator runs as root, its uid 0 is the host's: it can change the host's
-  device nodes it sees (mode, owner, times: /dev/null..., /dev/nvidia*) and read root-only files
-  (/proc/timer_list); leases refused, build dirs private (round 69): run it as a user of its own;
-  where no cgroup can be made (limits=none), memfds it keeps (in no RSS; /tmp is capped), which
-  sandbox dies when all reach their budget (it can lower its oom_score_adj: the reference worker may
-  go, a harness failure), its process count (RLIMIT_NPROC does not bind root), without a cpuset its
-  cores (round 2: 1.1-1.3x); fd passing of the evaluator user's other programs whose open-file limit
-  is under ~1300 while it holds fds in flight (a line says where the trusted side's own hard limit
-  is too low to be sure); kernel work after it died that its group does not count (pages another
-  sandbox charged first, extents freed: round 67); a fill of the file table faster than the guard's
-  look (0.2 s and a count; files of other evaluating processes' sandboxes); its build dir's disk, in
-  `process` mode its working dir; kernel or driver exploits (the seccomp filter blocks only the
-  keyring, IPC, io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on
-  x86_64 and aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls
-  are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
+  Not covered: where the evaluator runs as root, its uid 0 is the host's: it can change a GPU lane's
+  /dev/nvidia* nodes (mode, owner, times; /dev/null and its siblings are copies of its own:
+  devnodes.py) and read root-only files (/proc/timer_list); leases refused, build dirs private
+  (round 69): run it as a user of its own; where no cgroup can be made (limits=none), memfds it
+  keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (it can lower
+  its oom_score_adj: the reference worker may go, a harness failure), its process count
+  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of
+  the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds in
+  flight (a line says where the trusted side's own hard limit is too low to be sure); kernel work
+  after it died that its group does not count (pages another sandbox charged first, extents freed:
+  round 67); a fill of the file table faster than the guard's look (0.2 s and a count; files of
+  other evaluating processes' sandboxes); its build dir's disk, in `process` mode its working dir;
+  kernel or driver exploits (the seccomp filter blocks only the keyring, IPC, io_uring, AIO,
+  SO_LINGER and memory or fd tables shared beyond threads and vfork, on x86_64 and aarch64:
+  warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
+  the mounted system folders, /sys and the mounted Python installation reveal
   (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
   a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
   channels (it can read the energy counter through NVML and time its power to the counter's updates,
@@ -92,20 +93,15 @@ the reference is timed through the same harness in a worker of its own, in this 
   the sampler daemon, kill the trusted worker, or stop what holds the machine's lane locks, so that
   another run stops: round 32). Run it on a machine you can afford to lose, or under bwrap.
 
-Preflight (`resolve_sandbox`, once per process and set of private folders): the real worker
-entry (torch and warpk.evaluator.untrusted imported by this interpreter, by the path this
-process was started with) runs inside the real sandbox command line; where it cannot,
-evaluation refuses with one line (SandboxUnavailable) instead of scoring every candidate
-`crashed`. A venv reached through a symlink is mounted at that path too: its python must be
-run from there to find pyvenv.cfg.
+Preflight (`resolve_sandbox`): the real worker entry runs in the real sandbox command line first;
+where it cannot, evaluation refuses with one line (SandboxUnavailable), not every candidate
+`crashed`. A venv reached through a symlink is mounted at that path too (pyvenv.cfg).
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -116,13 +112,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.evaluator import filetable, leftovers
+from warpk.evaluator.devnodes import DeviceCopies, unshared_reason
+from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_sandbox
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
 from warpk.evaluator.mounts import PROC_READ_ONLY, host_folders, mount
 from warpk.evaluator.resources import (
-    FILE_SIZE_LIMIT_BYTES,
-    FILES_PER_PROCESS,
     MEMORY_HEADROOM_BYTES,
     ResourceGroup,
 )
@@ -178,6 +174,8 @@ def _resolve_sandbox(requested: str, private: frozenset) -> str:
         )
     why = worker_start_failure(mode, private)
     if why is None:
+        if mode == "bwrap" and (shared := unshared_reason()):
+            print(f"evaluate: {shared}", file=sys.stderr, flush=True)
         return mode
     where = "in the bwrap sandbox" if mode == "bwrap" else "as a plain process"
     fix = "check that this python imports torch and warpk"
@@ -197,8 +195,9 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
     code."""
     host_home = None if mode == "bwrap" else Path(tempfile.mkdtemp(prefix="warpk-preflight-"))
     home = host_home or SANDBOX_HOME
+    devices = DeviceCopies() if mode == "bwrap" else None
     filter_fd = seccomp_fd() if mode == "bwrap" else None
-    sandbox = bwrap_command(None, None, filter_fd) if mode == "bwrap" else []
+    sandbox = bwrap_command(None, None, filter_fd, devices.binds()) if devices else []
     try:
         done = subprocess.run(
             [*sandbox, sys.executable, "-c", PREFLIGHT_CODE], cwd=host_home or "/",
@@ -211,6 +210,8 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
     finally:
         if filter_fd is not None:
             os.close(filter_fd)
+        if devices is not None:
+            devices.close()
         if host_home is not None:
             remove_tree(host_home)
     if done.returncode == 0:
@@ -219,14 +220,15 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
     return (" ".join(lines[-1].split())[-300:] if lines else "") or f"exit code {done.returncode}"
 
 
-def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None = None) -> list[str]:
+def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None = None,
+                  devices: list[str] | tuple = ()) -> list[str]:
     """The bubblewrap command line that runs a worker (see the module doc): it starts in
     SANDBOX_HOME, on the sandbox's own capped tmpfs; `filter_fd` (seccomp_fd) goes to the
-    child in pass_fds."""
+    child in pass_fds; `devices`: its own device nodes' binds (devnodes.DeviceCopies)."""
     cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--tmpfs", "/tmp"]  # first: the project,
     cmd += ["--dir", str(SANDBOX_HOME)]  # the venv or caches may live under /tmp (mounted next)
     cmd += host_folders(PACKAGE_DIR)  # warpk.evaluator.mounts: what of the host it sees
-    cmd += ["--proc", "/proc", *PROC_READ_ONLY, "--dev", "/dev"]
+    cmd += ["--proc", "/proc", *PROC_READ_ONLY, "--dev", "/dev", *devices]
     if gpu:
         nodes = [f"nvidia{int(i)}" for i in gpu.split(",")] + list(NVIDIA_SHARED_NODES)
         for node in nodes:
@@ -270,50 +272,6 @@ def worker_env(home: Path, threads: int, extra: dict[str, str]) -> dict[str, str
     return env
 
 
-# Which sandbox the kernel's OOM killer takes when all of them together reach their budget
-# (hostmem.sandbox_budget_bytes): memory in unmapped memfds or tmpfs counts in no process's
-# badness, so candidates and builds are marked first, the task's reference worker next (red team
-# round 13); the trusted worker and the parent are outside the budget's group. A candidate can
-# write its own score back down (Linux 6.18 allows it unprivileged, measured): an ordering, not
-# a limit.
-OOM_SCORE_ADJ = {"candidate": 1000, "reference": 500}
-
-
-def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_adj: int = 1000) -> None:
-    """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
-    cgroups, so all it spawns is born inside, then its OOM score adjustment and its rlimits
-    (`address_space_bytes` 0: none)."""
-    group.join()
-    try:  # an ordering for accidents, not a limit: where /proc refuses it, the sandbox still runs
-        with open("/proc/self/oom_score_adj", "w") as adj:
-            adj.write(str(oom_score_adj))
-    except OSError:
-        pass
-    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
-    if address_space_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
-
-
-# resolved once: `CDLL(None)` in the child between fork and exec would hang it for good if another
-# thread held the loader's lock at the fork (red team round 32, by reading)
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _enter(parent: int, group, address_space_bytes: int, oom_score_adj: int) -> None:
-    """The worker's first process, before exec: its limits, and SIGKILL when the thread that
-    started it ends (PR_SET_PDEATHSIG; bwrap's --die-with-parent does the same for the sandbox),
-    so a worker frozen when its parent was killed does not stay frozen for ever (a `process`
-    mode reference worker outlived its killed trusted worker, 2026-12-06)."""
-    enter_limits(group, address_space_bytes, oom_score_adj)
-    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # it ended before the signal was asked for
-        os._exit(1)
-
-
 class UntrustedProcess:
     """One sandboxed untrusted worker; `sock` is the trusted side's end of its socket.
 
@@ -333,23 +291,27 @@ class UntrustedProcess:
         home = self.host_home or SANDBOX_HOME
         self.sock, child = socket.socketpair()
         python = [sys.executable, "-m", "warpk.evaluator.untrusted"]
+        self.devices = DeviceCopies() if mode == "bwrap" else None  # its own /dev/null... (round 69)
         filter_fd = seccomp_fd() if mode == "bwrap" else None
-        cmd = (bwrap_command(build_dir, gpu, filter_fd) if mode == "bwrap" else []) + python
+        devices = self.devices.binds() if self.devices else []
+        cmd = (bwrap_command(build_dir, gpu, filter_fd, devices) if mode == "bwrap" else []) + python
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
         rss_limit = int(limits.memory_limit_gb * 1024**3)
         self.group = ResourceGroup(rss_limit + MEMORY_HEADROOM_BYTES if rss_limit else 0, limits.cores, pool)
+        # its memory and 4 GiB more: torch's own address space
+        address_space = int((limits.memory_limit_gb + 4) * 1024**3) if limits.address_space_limit else 0
         try:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
                 stdout=self.output.write_fd, stderr=self.output.write_fd,
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
-                    _enter, os.getpid(), self.group, int((limits.memory_limit_gb + 4) * 1024**3)  # + torch's
-                    if limits.address_space_limit else 0, OOM_SCORE_ADJ[role]),
+                    enter_sandbox, os.getpid(), self.group, address_space, OOM_SCORE_ADJ[role]),
             )
         except BaseException:
             self.group.close()
+            self.close_devices()
             self.output.close()
             self.sock.close()
             if self.made_home:
@@ -363,6 +325,10 @@ class UntrustedProcess:
         self.output.started(Path(logs, f"untrusted-{self.proc.pid}.txt") if logs else None)
         if role == "candidate":  # what it may hold of the host's file table (`guard_verdict`)
             filetable.watch(self)
+
+    def close_devices(self) -> None:
+        if self.devices is not None:
+            self.devices.close()
 
     def rss_gb(self) -> float:
         """Resident memory of the worker and everything it spawned, each address space once."""
@@ -395,6 +361,7 @@ class UntrustedProcess:
         filetable.forget(self)
         self.kill()
         self.group.close(functools.partial(leftovers.sync_folder, self.build_dir or self.host_home))
+        self.close_devices()
         self.output.close()
         if self.made_home:
             remove_tree(self.host_home)

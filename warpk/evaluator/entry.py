@@ -1,0 +1,58 @@
+"""What a sandbox's first process does before exec (`preexec_fn` of warpk.evaluator.sandbox's
+UntrustedProcess): into its cgroups, its OOM score, its rlimits, and death with the thread that
+started it.
+
+Non-goals: no namespaces (bwrap's), no seccomp (warpk.evaluator.seccomp).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+
+from warpk.evaluator.resources import FILE_SIZE_LIMIT_BYTES, FILES_PER_PROCESS, ResourceGroup
+
+# Which sandbox the kernel's OOM killer takes when all of them together reach their budget
+# (hostmem.sandbox_budget_bytes): memory in unmapped memfds or tmpfs counts in no process's
+# badness, so candidates and builds are marked first, the task's reference worker next (red team
+# round 13); the trusted worker and the parent are outside the budget's group. A candidate can
+# write its own score back down (Linux 6.18 allows it unprivileged, measured): an ordering, not
+# a limit.
+OOM_SCORE_ADJ = {"candidate": 1000, "reference": 500}
+
+
+def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_adj: int = 1000) -> None:
+    """Runs in a sandbox's first process before exec (inherited by bwrap's children): into its
+    cgroups, so all it spawns is born inside, then its OOM score adjustment and its rlimits
+    (`address_space_bytes` 0: none)."""
+    group.join()
+    try:  # an ordering for accidents, not a limit: where /proc refuses it, the sandbox still runs
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write(str(oom_score_adj))
+    except OSError:
+        pass
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (86400, 86400))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
+    if address_space_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+
+
+# resolved once: `CDLL(None)` in the child between fork and exec would hang it for good if another
+# thread held the loader's lock at the fork (red team round 32, by reading)
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def enter_sandbox(parent: int, group, address_space_bytes: int, oom_score_adj: int) -> None:
+    """The worker's first process, before exec: its limits, and SIGKILL when the thread that
+    started it ends (PR_SET_PDEATHSIG; bwrap's --die-with-parent does the same for the sandbox),
+    so a worker frozen when its parent was killed does not stay frozen for ever (a `process`
+    mode reference worker outlived its killed trusted worker, 2026-12-06)."""
+    enter_limits(group, address_space_bytes, oom_score_adj)
+    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it ended before the signal was asked for
+        os._exit(1)
