@@ -6,7 +6,6 @@ copy."""
 import os
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -73,9 +72,20 @@ def test_every_worker_gets_copies_of_its_own_and_they_go_with_it():
 
 
 @as_root
-def test_a_cache_on_a_nodev_filesystem_is_said_in_one_line_and_gets_no_copies(monkeypatch, tmp_path):
+def test_where_no_copy_can_be_made_it_is_said_in_one_line_and_none_are_made(monkeypatch, tmp_path):
+    # a nodev filesystem, NFS with root squashed, CAP_MKNOD dropped, a full disk (review, session 39)
     monkeypatch.setenv("WARPK_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(devnodes.os, "statvfs", lambda path: types.SimpleNamespace(f_flag=os.ST_NODEV))
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(devnodes.os, "mknod", refused)
     line = devnodes.unshared_reason()
-    assert "nodev" in line and "WARPK_CACHE_DIR" in line and "\n" not in line
+    assert "no device node could be made" in line and "WARPK_CACHE_DIR" in line and "\n" not in line
     assert devnodes.DeviceCopies().binds() == []
+
+
+def test_root_in_a_user_namespace_of_its_own_needs_no_copies(monkeypatch):
+    monkeypatch.setattr(devnodes.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(devnodes.Path, "read_text", lambda self: "0 1000 1\n")
+    assert not devnodes.host_root() and devnodes.unshared_reason() is None

@@ -9,9 +9,11 @@ node on a nodev mount does not open. So each sandbox gets copies of those nodes 
 numbers and mode), made here in a folder of its own, bound over bwrap's, removed when it closes:
 what it changes is its copy.
 
-The copies live in a folder on the evaluator's cache filesystem (the default cache dir, 0700),
-which must allow device nodes; where it does not, or the evaluator is not root (the host's nodes
-are not the sandbox's then), there are no copies, and `unshared_reason` says why in one line.
+The copies live in a folder of root's alone under the evaluator's cache dir, whose filesystem
+must allow device nodes; where a trial copy cannot be made and opened there, there are none, and
+`unshared_reason` says why in one line (the run says it once). Where the evaluator is not the
+host's root (another user, or root in a user namespace) the host's nodes are not the sandbox's,
+and none are needed.
 A GPU lane's /dev/nvidia* nodes are still the host's (not tried on a GPU: the threat model).
 
 Non-goals: no other device (bwrap makes /dev/pts, /dev/shm and the links itself).
@@ -19,6 +21,7 @@ Non-goals: no other device (bwrap makes /dev/pts, /dev/shm and the links itself)
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import tempfile
@@ -30,17 +33,43 @@ from warpk.paths import default_cache_dir
 HOST_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
-def unshared_reason() -> str | None:
-    """Why sandboxes would see the host's own nodes here, or None where they get copies."""
+def host_root() -> bool:
+    """Whether this process's uid 0 is the host's (not root inside a user namespace of its own)."""
     if os.geteuid() != 0:
+        return False
+    try:
+        first = Path("/proc/self/uid_map").read_text().split()
+    except OSError:
+        return True
+    return first[:3] == ["0", "0", "4294967295"]
+
+
+def unshared_reason() -> str | None:
+    """Why sandboxes would see the host's own nodes here, or None where they get copies (or need
+    none): a trial copy of /dev/null is made, opened for writing and removed, once per process
+    and cache dir."""
+    return _reason(default_cache_dir() / "devnodes") if host_root() else None
+
+
+@functools.cache
+def _reason(base: Path) -> str | None:
+    why = None
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = base.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+            why = f"{base} is not a folder of root's alone"
+        else:
+            with tempfile.TemporaryDirectory(dir=base) as trial:
+                os.mknod(Path(trial) / "null", stat.S_IFCHR | 0o600, os.stat("/dev/null").st_rdev)
+                os.close(os.open(Path(trial) / "null", os.O_WRONLY))
+    except OSError as err:
+        why = f"no device node could be made and opened in {base} ({err.strerror})"
+    if why is None:
         return None
-    base = default_cache_dir()
-    base.mkdir(parents=True, exist_ok=True)
-    if os.statvfs(base).f_flag & os.ST_NODEV:
-        return (f"running as root with the cache dir {base} on a nodev filesystem: sandboxes share "
-                "the host's /dev/null and its siblings, whose modes a candidate can change; run as "
-                "another user, or set WARPK_CACHE_DIR to a folder on a filesystem with device nodes")
-    return None
+    return (f"running as root, sandboxes share the host's /dev/null and its siblings, whose modes a "
+            f"candidate can change: {why}; run as another user, or set WARPK_CACHE_DIR to a folder "
+            "on a local filesystem with device nodes")
 
 
 class DeviceCopies:
@@ -48,11 +77,9 @@ class DeviceCopies:
 
     def __init__(self):
         self.folder: Path | None = None
-        if os.geteuid() != 0 or unshared_reason() is not None:
+        if not host_root() or unshared_reason() is not None:
             return
-        base = default_cache_dir() / "devnodes"
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.folder = Path(tempfile.mkdtemp(prefix="sandbox-", dir=base))
+        self.folder = Path(tempfile.mkdtemp(prefix="sandbox-", dir=default_cache_dir() / "devnodes"))
         try:
             for name in HOST_NODES:
                 host = os.stat(f"/dev/{name}")

@@ -44,14 +44,32 @@ def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_a
 
 # resolved once: `CDLL(None)` in the child between fork and exec would hang it for good if another
 # thread held the loader's lock at the fork (red team round 32, by reading)
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PRCTL, _UNSHARE, _MOUNT = _LIBC.prctl, _LIBC.unshare, _LIBC.mount
+_MOUNT.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_CLONE_NEWNS, _MS_REC, _MS_PRIVATE = 0x20000, 0x4000, 1 << 18
 
 
-def enter_sandbox(parent: int, group, address_space_bytes: int, oom_score_adj: int) -> None:
+def private_mounts() -> None:
+    """A mount namespace of its own whose mounts receive nothing from the host's: bwrap makes its
+    mounts slaves of the ones it copies, so a mount the host adds later under a read-only bind
+    (systemd's automount of /proc/sys/fs/binfmt_misc) would appear in a live sandbox writable,
+    and as the host's root it could register an interpreter for the host (review, session 39,
+    reproduced with a stand-in mount). Only the host's root may; another user's sandbox cannot
+    write there anyway."""
+    if _UNSHARE(_CLONE_NEWNS) != 0 or _MOUNT(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "a private mount namespace for the sandbox")
+
+
+def enter_sandbox(parent: int, group, address_space_bytes: int, oom_score_adj: int,
+                  host_root: bool = False) -> None:
     """The worker's first process, before exec: its limits, and SIGKILL when the thread that
     started it ends (PR_SET_PDEATHSIG; bwrap's --die-with-parent does the same for the sandbox),
     so a worker frozen when its parent was killed does not stay frozen for ever (a `process`
-    mode reference worker outlived its killed trusted worker, 2026-12-06)."""
+    mode reference worker outlived its killed trusted worker, 2026-12-06); where the evaluator
+    is the host's root, `private_mounts`."""
+    if host_root:
+        private_mounts()
     enter_limits(group, address_space_bytes, oom_score_adj)
     _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it ended before the signal was asked for

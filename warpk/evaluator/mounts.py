@@ -36,10 +36,12 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/a
 # writing, and kernel.core_pattern set to a pipe ran a program as host root in the host's
 # namespaces; /proc/sysrq-trigger reboots the host). /proc/sys is the same tree from any proc
 # mount (namespaced values are the reader's). /proc/pressure too: a trigger written there is polled
-# by a kernel thread outside the sandbox's cgroup.
+# by a kernel thread outside the sandbox's cgroup. And /proc/driver (the NVIDIA driver's registry
+# file of every GPU takes writes from root with no capability: review, by reading its source),
+# /proc/fs and /proc/tty.
 PROC_READ_ONLY = ("--ro-bind", "/proc/sys", "/proc/sys",
-                  "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-                  "--ro-bind-try", "/proc/pressure", "/proc/pressure")
+                  *(arg for sub in ("sysrq-trigger", "pressure", "driver", "fs", "tty")
+                    for arg in ("--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}")))
 TOOLCHAIN = ("c++", "g++", "gcc", "cc", "nvcc", "ninja")
 
 

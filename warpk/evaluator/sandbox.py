@@ -112,7 +112,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpk.evaluator import filetable, leftovers
-from warpk.evaluator.devnodes import DeviceCopies, unshared_reason
+from warpk.evaluator.devnodes import DeviceCopies, host_root, unshared_reason
 from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_sandbox
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
@@ -195,10 +195,11 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
     code."""
     host_home = None if mode == "bwrap" else Path(tempfile.mkdtemp(prefix="warpk-preflight-"))
     home = host_home or SANDBOX_HOME
-    devices = DeviceCopies() if mode == "bwrap" else None
     filter_fd = seccomp_fd() if mode == "bwrap" else None
-    sandbox = bwrap_command(None, None, filter_fd, devices.binds()) if devices else []
+    devices = None
     try:
+        devices = DeviceCopies() if mode == "bwrap" else None  # its OSError: the reason, one line
+        sandbox = bwrap_command(None, None, filter_fd, devices.binds()) if devices else []
         done = subprocess.run(
             [*sandbox, sys.executable, "-c", PREFLIGHT_CODE], cwd=host_home or "/",
             env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
@@ -291,10 +292,8 @@ class UntrustedProcess:
         home = self.host_home or SANDBOX_HOME
         self.sock, child = socket.socketpair()
         python = [sys.executable, "-m", "warpk.evaluator.untrusted"]
-        self.devices = DeviceCopies() if mode == "bwrap" else None  # its own /dev/null... (round 69)
         filter_fd = seccomp_fd() if mode == "bwrap" else None
-        devices = self.devices.binds() if self.devices else []
-        cmd = (bwrap_command(build_dir, gpu, filter_fd, devices) if mode == "bwrap" else []) + python
+        self.devices = None
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
         rss_limit = int(limits.memory_limit_gb * 1024**3)
@@ -302,12 +301,16 @@ class UntrustedProcess:
         # its memory and 4 GiB more: torch's own address space
         address_space = int((limits.memory_limit_gb + 4) * 1024**3) if limits.address_space_limit else 0
         try:
+            self.devices = DeviceCopies() if mode == "bwrap" else None  # its own /dev/null... (round 69)
+            devices = self.devices.binds() if self.devices else []
+            cmd = (bwrap_command(build_dir, gpu, filter_fd, devices) if mode == "bwrap" else []) + python
             self.proc = subprocess.Popen(
                 cmd, cwd=self.host_home or "/", env=full_env, stdin=subprocess.DEVNULL,
                 stdout=self.output.write_fd, stderr=self.output.write_fd,
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
-                    enter_sandbox, os.getpid(), self.group, address_space, OOM_SCORE_ADJ[role]),
+                    enter_sandbox, os.getpid(), self.group, address_space, OOM_SCORE_ADJ[role],
+                    mode == "bwrap" and host_root()),
             )
         except BaseException:
             self.group.close()
@@ -360,8 +363,10 @@ class UntrustedProcess:
         """Kill it, stop reading its output and remove the host folder made for it (if any)."""
         filetable.forget(self)
         self.kill()
-        self.group.close(functools.partial(leftovers.sync_folder, self.build_dir or self.host_home))
-        self.close_devices()
+        try:
+            self.group.close(functools.partial(leftovers.sync_folder, self.build_dir or self.host_home))
+        finally:
+            self.close_devices()
         self.output.close()
         if self.made_home:
             remove_tree(self.host_home)
