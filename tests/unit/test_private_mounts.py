@@ -60,3 +60,16 @@ def test_a_root_sandbox_receives_no_mount_from_the_host():
     assert mounts > 10 and slaves == 0
     control, _ = _tags("control")  # without the private namespace: most of its mounts would
     assert control > 10
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="only the host's root takes the private namespace")
+def test_where_the_private_namespace_cannot_be_made_the_preflight_says_so_in_one_line(monkeypatch):
+    from warpk.evaluator import sandbox
+
+    def refused():
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(sandbox, "private_mounts", refused)
+    why = sandbox.worker_start_failure("bwrap", frozenset({"a set of its own: not cached"}))
+    assert "mount namespace of its own" in why and "CAP_SYS_ADMIN" in why and "\n" not in why

@@ -113,7 +113,7 @@ from pathlib import Path
 
 from warpk.evaluator import filetable, leftovers
 from warpk.evaluator.devnodes import DeviceCopies, host_root, unshared_reason
-from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_sandbox
+from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_sandbox, private_mounts
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
@@ -205,8 +205,14 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
             env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
             timeout=PREFLIGHT_TIMEOUT_S, start_new_session=True,
             pass_fds=() if filter_fd is None else (filter_fd,),
+            preexec_fn=private_mounts if mode == "bwrap" and host_root() else None,  # as every worker
         )
-    except (OSError, subprocess.TimeoutExpired) as err:
+    except subprocess.SubprocessError as err:  # the preexec's, which says nothing itself
+        if isinstance(err, subprocess.TimeoutExpired):
+            return " ".join(str(err).split())[-300:]
+        return ("as root, the sandbox's first process could not take a mount namespace of its own "
+                "(entry.private_mounts: unshare needs CAP_SYS_ADMIN)")
+    except OSError as err:
         return " ".join(str(err).split())[-300:]
     finally:
         if filter_fd is not None:
