@@ -62,3 +62,25 @@ def test_without_the_read_only_binds_a_root_sandbox_could_write_the_hosts_sysctl
     monkeypatch.setattr(sandbox, "PROC_READ_ONLY", ())
     found = _writable_in_sandbox()
     assert "/proc/sys/kernel/core_pattern" in found and "/proc/pressure/cpu" in found
+
+
+@needs_bwrap
+def test_a_worker_can_queue_few_signals():
+    """Queued signals count against the uid's host-wide tally (a root sandbox queued 96k and the
+    host's root got EAGAIN from timer_create: red team round 70): a worker's limit is small."""
+    from warpk.evaluator.entry import SIGNALS_PENDING
+    from warpk.evaluator.sandbox import Limits, UntrustedProcess
+
+    worker = UntrustedProcess("bwrap", None, Limits(2.0, 1, True), {})
+    try:
+        limits = ""
+        for _ in range(100):
+            try:
+                limits = open(f"/proc/{worker.proc.pid}/limits").read()
+                break
+            except OSError:
+                continue
+        line = next(row for row in limits.splitlines() if row.startswith("Max pending signals"))
+        assert line.split()[3:5] == [str(SIGNALS_PENDING)] * 2
+    finally:
+        worker.close()

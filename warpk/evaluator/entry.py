@@ -21,6 +21,7 @@ from warpk.evaluator.resources import FILE_SIZE_LIMIT_BYTES, FILES_PER_PROCESS, 
 # write its own score back down (Linux 6.18 allows it unprivileged, measured): an ordering, not
 # a limit.
 OOM_SCORE_ADJ = {"candidate": 1000, "reference": 500}
+SIGNALS_PENDING = 1024  # RLIMIT_SIGPENDING of a sandbox (the host's root: ~96k)
 
 
 def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_adj: int = 1000) -> None:
@@ -38,6 +39,10 @@ def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_a
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT_BYTES, FILE_SIZE_LIMIT_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
+    # queued signals (and POSIX timers) count against the uid's host-wide tally, checked against
+    # the queueing task's limit: a root sandbox queued 96k and the host's root got EAGAIN from
+    # timer_create (red team round 70); its bwrap's user namespace inherits this
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGNALS_PENDING, SIGNALS_PENDING))
     if address_space_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
 

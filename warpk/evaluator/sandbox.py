@@ -59,20 +59,21 @@ the reference is timed through the same harness in a worker of its own, in this 
   killed (filetable, 43-53).
   Not covered: where the evaluator runs as root, its uid 0 is the host's: it can change a GPU lane's
   /dev/nvidia* nodes (mode, owner, times; /dev/null and its siblings are copies of its own:
-  devnodes.py) and read root-only files (/proc/timer_list); leases refused, build dirs private
-  (round 69): run it as a user of its own; where no cgroup can be made (limits=none), memfds it
-  keeps (in no RSS; /tmp is capped), which sandbox dies when all reach their budget (it can lower
-  its oom_score_adj: the reference worker may go, a harness failure), its process count
-  (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x); fd passing of
-  the evaluator user's other programs whose open-file limit is under ~1300 while it holds fds in
-  flight (a line says where the trusted side's own hard limit is too low to be sure); kernel work
-  after it died that its group does not count (pages another sandbox charged first, extents freed:
-  round 67); a fill of the file table faster than the guard's look (0.2 s and a count; files of
-  other evaluating processes' sandboxes); its build dir's disk, in `process` mode its working dir;
-  kernel or driver exploits (the seccomp filter blocks only the keyring, IPC, io_uring, AIO,
-  SO_LINGER and memory or fd tables shared beyond threads and vfork, on x86_64 and aarch64:
-  warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are reachable); what
-  the mounted system folders, /sys and the mounted Python installation reveal
+  devnodes.py) read root-only files (/proc/timer_list) and take root's host-wide epoll watches
+  (root's asyncio then fails: round 70); leases, inotify and fanotify refused, 1024 queued signals,
+  build dirs private (rounds 69-70): run it as a user of its own; where no cgroup can be made
+  (limits=none), memfds it keeps (in no RSS; /tmp is capped), which sandbox dies when all reach
+  their budget (it can lower its oom_score_adj: the reference worker may go, a harness failure), its
+  process count (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x);
+  fd passing of the evaluator user's other programs whose open-file limit is under ~1300 while it
+  holds fds in flight (a line says where the trusted side's own hard limit is too low to be sure);
+  kernel work after it died that its group does not count (pages another sandbox charged first,
+  extents freed: round 67); a fill of the file table faster than the guard's look (0.2 s and a
+  count; files of other evaluating processes' sandboxes); its build dir's disk, in `process` mode
+  its working dir; kernel or driver exploits (the seccomp filter blocks only the keyring, IPC,
+  io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on x86_64 and
+  aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are
+  reachable); what the mounted system folders, /sys and the mounted Python installation reveal
   (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
   a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
   channels (it can read the energy counter through NVML and time its power to the counter's updates,

@@ -33,7 +33,10 @@ parent and vfork again, a chain in one address space (round 47): that one the gu
 sandbox's kernel memory ends, not this filter. And fcntl(F_SETLEASE): a lease needs only the file's
 uid, which the sandbox shares with the host's root where the evaluator runs as root; a write lease
 on a host file the sandbox sees read-only (ld.so.cache, torch's own files) made every open of it
-on the host wait fs.lease-break-time, 45 s (red team round 69). Every other call is allowed.
+on the host wait fs.lease-break-time, 45 s (red team round 69). And inotify_init, inotify_init1 and
+fanotify_init: their instances are counted per uid host-wide (128 each), so a root sandbox took
+all of root's, and the host's root processes and the sandboxes beside it got EMFILE; their watches
+also saw the host open files in the folders it reads (round 70). Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -51,6 +54,9 @@ IPC_CALLS = {"x86_64": (29, 64, 68, 240), "aarch64": (194, 190, 186, 180)}
 URING_CALLS = (425, 426, 427)
 # io_setup per machine: no AIO context, no request
 AIO_CALLS = {"x86_64": (206,), "aarch64": (0,)}
+# inotify_init(1) and fanotify_init per machine: their instances count against the uid's host-wide
+# limit (128 each), which a root sandbox shares with the host's root (red team round 70)
+NOTIFY_CALLS = {"x86_64": (253, 294, 300), "aarch64": (26, 262)}
 # clone and unshare per machine; clone3 alike everywhere (Linux 5.3), its flags out of reach
 CLONE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
 _CLONE3 = 435
@@ -75,7 +81,7 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     if found is None:
         return None
     arch, keyring = found
-    calls = keyring + IPC_CALLS[machine] + URING_CALLS + AIO_CALLS[machine]
+    calls = keyring + IPC_CALLS[machine] + URING_CALLS + AIO_CALLS[machine] + NOTIFY_CALLS[machine]
     # (op, jump if true, jump if false, k), jumps as labels resolved below
     program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
                (_BPF_JEQ, 0, "deny", arch),
