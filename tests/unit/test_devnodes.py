@@ -4,15 +4,13 @@ changed the host's /dev/full to mode 0600. Each sandbox now gets copies; what it
 copy."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.unit.test_sandbox import needs_bwrap
+from tests.unit.test_seccomp import _sandboxed
 from warpk.evaluator import devnodes
-from warpk.evaluator.sandbox import SANDBOX_HOME, Limits, UntrustedProcess, bwrap_command, worker_env
-from warpk.evaluator.seccomp import seccomp_fd
+from warpk.evaluator.sandbox import Limits, UntrustedProcess
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="as another user, the host's nodes are not its")
 
@@ -30,16 +28,7 @@ print(len(open("/dev/urandom", "rb").read(16)), open("/dev/zero", "rb").read(2) 
 
 
 def _touch_in_sandbox(devices: list[str]) -> str:
-    fd = seccomp_fd()
-    try:
-        done = subprocess.run(bwrap_command(None, None, fd, devices) + [sys.executable, "-c", TOUCH],
-                              env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
-                              timeout=60, pass_fds=() if fd is None else (fd,))
-    finally:
-        if fd is not None:
-            os.close(fd)
-    assert done.returncode == 0, done.stderr[-500:]
-    return done.stdout.strip()
+    return _sandboxed(TOUCH, filtered=True, devices=devices)
 
 
 @needs_bwrap

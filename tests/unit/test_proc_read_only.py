@@ -4,14 +4,12 @@ uid: 770 files were open for writing, and kernel.core_pattern set to a pipe ran 
 root. The files are opened for writing only, never written."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.unit.test_sandbox import needs_bwrap
+from tests.unit.test_seccomp import _sandboxed
 from warpk.evaluator import sandbox
-from warpk.evaluator.seccomp import seccomp_fd
 
 # Every file of /proc outside the processes' folders, opened O_WRONLY and closed at once
 OPEN_FOR_WRITING = r'''
@@ -38,17 +36,7 @@ print("\n".join(found))
 
 
 def _writable_in_sandbox() -> list[str]:
-    fd = seccomp_fd()
-    try:
-        command = sandbox.bwrap_command(None, None, fd) + [sys.executable, "-c", OPEN_FOR_WRITING]
-        env = sandbox.worker_env(sandbox.SANDBOX_HOME, 1, {})
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
-                              pass_fds=() if fd is None else (fd,))
-    finally:
-        if fd is not None:
-            os.close(fd)
-    assert done.returncode == 0, done.stderr[-500:]
-    return done.stdout.split()
+    return _sandboxed(OPEN_FOR_WRITING, filtered=True).split()
 
 
 @needs_bwrap

@@ -66,11 +66,12 @@ def test_sysv_ipc_fails_with_eperm_in_the_sandbox_and_works_without_the_filter()
     assert all(int(line.split()[0]) >= 0 for line in unfiltered), unfiltered  # the control: ids
 
 
-def _sandboxed(code: str, filtered: bool, args: tuple = ()) -> str:
-    """What `code` prints in a real sandbox, with or without the filter (stripped)."""
+def _sandboxed(code: str, filtered: bool, args: tuple = (), devices: list[str] | tuple = ()) -> str:
+    """What `code` prints in a real sandbox, with or without the filter (stripped); `devices`:
+    bwrap_command's."""
     fd = seccomp_fd() if filtered else None
     try:
-        done = subprocess.run(bwrap_command(None, None, fd) + [sys.executable, "-c", code, *args],
+        done = subprocess.run(bwrap_command(None, None, fd, devices) + [sys.executable, "-c", code, *args],
                               env=worker_env(SANDBOX_HOME, 1, {}), capture_output=True, text=True,
                               pass_fds=() if fd is None else (fd,), timeout=60)
     finally:
