@@ -208,3 +208,24 @@ def private_budget(monkeypatch):
             group.rmdir()
         except OSError:
             pass
+
+
+@pytest.fixture
+def root_sandbox(monkeypatch):
+    """Sandboxes made in this test keep the host's root as their uid, as where the evaluator is
+    root and cannot drop them to nobody (warpk.evaluator.identity): the defences that case still
+    needs are tested in it. Skips where this process is not the host's root."""
+    from warpk.evaluator import identity
+
+    if not identity.host_root():
+        pytest.skip("needs the host's root")
+    monkeypatch.setattr(identity, "drops", lambda: False)
+
+
+def is_python(pid: int) -> bool:
+    """Whether process `pid` runs Python (not bwrap, which a GPU machine's carried copy runs
+    through ld.so, `/lib64/ld-linux...` in its command line, nor setpriv)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().startswith("python")
+    except OSError:
+        return False

@@ -139,7 +139,8 @@ def test_a_script_run_from_tmp_never_mounts_the_hosts_tmp(monkeypatch):
     monkeypatch.setattr(sandbox.sys, "path", ["/tmp", "/", *sys.path])
     cmd = " ".join(sandbox.bwrap_command(None, None))
     assert "--ro-bind /tmp /tmp" not in cmd and "--ro-bind / /" not in cmd
-    tmpfs = f"bwrap --size {sandbox.SCRATCH_LIMIT_BYTES} --tmpfs /tmp --dir {sandbox.SANDBOX_HOME} "
+    tmpfs = (f"bwrap --size {sandbox.SCRATCH_LIMIT_BYTES} --perms 1777 --tmpfs /tmp --perms 1777 "
+             f"--dir {sandbox.SANDBOX_HOME} ")
     assert cmd.startswith(tmpfs)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import is_python
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.pool_gate import PoolGate
 from warpk.evaluator.resources import POOL_PREFIX, cgroup2_root
@@ -220,7 +221,7 @@ def _worker_pid(worker: UntrustedProcess) -> int:
         for pid in process_tree(worker.proc.pid):
             with contextlib.suppress(OSError):
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"warpk.evaluator.untrusted" in cmdline and not cmdline.startswith(b"bwrap"):
+                if b"warpk.evaluator.untrusted" in cmdline and is_python(pid):
                     return pid
         time.sleep(0.05)
     raise AssertionError("the worker never started")

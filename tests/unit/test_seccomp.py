@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import is_python
 from warpk.evaluator.freeze import process_tree
 from warpk.evaluator.sandbox import SANDBOX_HOME, Limits, UntrustedProcess, bwrap_command, worker_env
-from warpk.evaluator.seccomp import IPC_CALLS, KEYRING_CALLS, seccomp_fd, seccomp_program
+from warpk.evaluator.seccomp import CLONE_CALLS, IPC_CALLS, KEYRING_CALLS, seccomp_fd, seccomp_program
 
 needs_bwrap = pytest.mark.skipif(
     subprocess.run(["sh", "-c", "command -v bwrap"], capture_output=True).returncode != 0,
@@ -197,12 +198,17 @@ for path in ("/etc/ld.so.cache", os.__file__):  # host files the sandbox sees re
 @needs_bwrap
 @needs_filter
 def test_no_lease_on_a_host_file_in_the_sandbox():
-    # where the evaluator runs as root the sandbox's uid owns the host's files, and a write lease
-    # on one made every open of it on the host wait 45 s (red team round 69); a read lease is taken
-    # here (it blocks only writers) and given back at once
+    # where a sandbox's uid is the host's root it owns the host's files, and a write lease on one
+    # made every open of it on the host wait 45 s (red team round 69); a read lease is taken here
+    # (it blocks only writers) and given back at once
     assert _sandboxed(LEASE_PROBE, filtered=True).split("\n") == ["refused 1", "flags 0"] * 2
-    if os.geteuid() == 0:  # the control (as another user, only files it owns: its own venv's)
-        assert _sandboxed(LEASE_PROBE, filtered=False).split("\n") == ["leased", "flags 0"] * 2
+
+
+@needs_bwrap
+@needs_filter
+def test_no_lease_on_a_host_file_in_a_root_sandbox(root_sandbox):
+    assert _sandboxed(LEASE_PROBE, filtered=True).split("\n") == ["refused 1", "flags 0"] * 2
+    assert _sandboxed(LEASE_PROBE, filtered=False).split("\n") == ["leased", "flags 0"] * 2  # the control
 
 
 NOTIFY_PROBE = r'''
@@ -236,7 +242,7 @@ def test_every_untrusted_worker_runs_under_the_filter():
                     status = Path(f"/proc/{pid}/status").read_text()
                 except OSError:
                     continue
-                if b"warpk.evaluator.untrusted" in cmdline and not cmdline.startswith(b"bwrap"):
+                if b"warpk.evaluator.untrusted" in cmdline and is_python(pid):
                     modes |= {line.split()[1] for line in status.splitlines() if line.startswith("Seccomp:")}
             time.sleep(0.05)
         assert modes == {"2"}  # SECCOMP_MODE_FILTER
@@ -245,5 +251,37 @@ def test_every_untrusted_worker_runs_under_the_filter():
 
 
 def test_the_filter_exists_for_known_machines_only():
-    assert len(seccomp_program("x86_64")) // 8 == 39 and len(seccomp_program("aarch64")) // 8 == 38
+    assert len(seccomp_program("x86_64")) // 8 == 40 and len(seccomp_program("aarch64")) // 8 == 39
     assert seccomp_program("riscv64") is None
+
+
+USERNS_PROBE = r'''
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+ctypes.set_errno(0)
+print("unshare", libc.unshare(0x10000000), ctypes.get_errno())  # CLONE_NEWUSER
+ctypes.set_errno(0)
+pid = libc.syscall(int(sys.argv[1]), 0x10000000 | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD)
+if pid == 0:
+    os._exit(0)
+if pid > 0:
+    os.waitpid(pid, 0)
+print("clone", min(pid, 0), ctypes.get_errno())
+'''
+
+
+@needs_bwrap
+@needs_filter
+def test_no_user_namespace_is_made_in_the_sandbox():
+    # a sandbox dropped to nobody has no bwrap user namespace whose --disable-userns would refuse
+    # it (warpk.evaluator.identity); in one of its own it would hold every capability there
+    clone = str(CLONE_CALLS[os.uname().machine][0])
+    refused = ["unshare -1 1", "clone -1 1"]
+    assert _sandboxed(USERNS_PROBE, filtered=True, args=(clone,)).split("\n") == refused
+    from warpk.evaluator import identity
+
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    nobody_may = identity.drops() and subprocess.run([*as_nobody, "unshare", "-U", "true"]).returncode == 0
+    if nobody_may:  # the control: without the filter a dropped sandbox makes one
+        assert _sandboxed(USERNS_PROBE, filtered=False, args=(clone,)).split("\n")[0] == "unshare 0 0"

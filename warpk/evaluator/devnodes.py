@@ -1,4 +1,4 @@
-"""Device nodes of a sandbox's own, where the evaluator runs as root.
+"""Device nodes of a sandbox's own, where the evaluator is the host's root.
 
 bwrap's `--dev /dev` binds the host's /dev/null, zero, full, random, urandom and tty into the
 sandbox. Where the evaluator runs as root the sandbox's uid 0 is the host's, and changing a file's
@@ -11,10 +11,13 @@ what it changes is its copy.
 
 The copies live in a folder of root's alone under the evaluator's cache dir, whose filesystem
 must allow device nodes; where a trial copy cannot be made and opened there, there are none, and
-`unshared_reason` says why in one line (the run says it once). Where the evaluator is not the
-host's root (another user, or root in a user namespace) the host's nodes are not the sandbox's,
-and none are needed.
-A GPU lane's /dev/nvidia* nodes are still the host's (not tried on a GPU: the threat model).
+`unshared_reason` says why in one line (the run says it once). A sandbox dropped to nobody
+(warpk.evaluator.identity) gets them too: the nodes are 0666, and anyone who may write a file may
+set its times to now (red team round 71: the host's /dev/null, zero, full and urandom touched from
+a nobody sandbox). A GPU lane's character nodes (/dev/nvidia<i>, nvidiactl, nvidia-uvm...) are
+copied as well; /dev/nvidia-caps (a folder of nodes only root may open) is bound as it is. Where the
+evaluator is another user (or root in a user namespace) no node can be made: its sandboxes share
+the host's nodes and may touch their times, as that user may (the threat model).
 
 Non-goals: no other device (bwrap makes /dev/pts, /dev/shm and the links itself).
 """
@@ -28,20 +31,19 @@ import tempfile
 from pathlib import Path
 
 from warpk.evaluator.hostside import remove_tree
+from warpk.evaluator.identity import host_root
 from warpk.paths import default_cache_dir
 
 HOST_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+NVIDIA_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps", "nvidia-modeset")
 
 
-def host_root() -> bool:
-    """Whether this process's uid 0 is the host's (not root inside a user namespace of its own)."""
-    if os.geteuid() != 0:
-        return False
-    try:
-        first = Path("/proc/self/uid_map").read_text().split()
-    except OSError:
-        return True
-    return first[:3] == ["0", "0", "4294967295"]
+def gpu_nodes(gpu: str | None) -> list[str]:
+    """The host's device nodes a lane on GPUs `gpu` ("0" or "0,1") needs, those that exist."""
+    if not gpu:
+        return []
+    nodes = [f"/dev/nvidia{int(i)}" for i in gpu.split(",")] + [f"/dev/{n}" for n in NVIDIA_SHARED_NODES]
+    return [node for node in nodes if os.path.lexists(node)]
 
 
 def unshared_reason() -> str | None:
@@ -73,27 +75,32 @@ def _reason(base: Path) -> str | None:
 
 
 class DeviceCopies:
-    """One sandbox's copies of HOST_NODES (none where `unshared_reason` is not None)."""
+    """One sandbox's copies of HOST_NODES and of the character nodes among `gpu_nodes` (none
+    where `unshared_reason` is not None)."""
 
-    def __init__(self):
+    def __init__(self, gpu_nodes: list[str] | tuple = ()):
         self.folder: Path | None = None
+        self.copied: dict[str, str] = {}  # the sandbox's path: the copy's
         if not host_root() or unshared_reason() is not None:
             return
         self.folder = Path(tempfile.mkdtemp(prefix="sandbox-", dir=default_cache_dir() / "devnodes"))
         try:
-            for name in HOST_NODES:
-                host = os.stat(f"/dev/{name}")
-                os.mknod(self.folder / name, stat.S_IFCHR | 0o600, host.st_rdev)
-                os.chmod(self.folder / name, stat.S_IMODE(host.st_mode))  # past the umask
+            for node in [f"/dev/{name}" for name in HOST_NODES] + list(gpu_nodes):
+                host = os.stat(node)
+                if not stat.S_ISCHR(host.st_mode):  # /dev/nvidia-caps, a folder: bound as it is
+                    continue
+                copy = self.folder / os.path.basename(node)
+                os.mknod(copy, stat.S_IFCHR | 0o600, host.st_rdev)
+                os.chown(copy, host.st_uid, host.st_gid)
+                os.chmod(copy, stat.S_IMODE(host.st_mode))  # past the umask
+                self.copied[node] = str(copy)
         except OSError:
             self.close()
             raise
 
     def binds(self) -> list[str]:
         """bwrap arguments that put the copies over bwrap's binds of the host's nodes."""
-        if self.folder is None:
-            return []
-        return [arg for name in HOST_NODES for arg in ("--dev-bind", str(self.folder / name), f"/dev/{name}")]
+        return [arg for node, copy in self.copied.items() for arg in ("--dev-bind", copy, node)]
 
     def close(self) -> None:
         if self.folder is not None:

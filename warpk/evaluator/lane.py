@@ -34,6 +34,7 @@ from pathlib import Path
 
 from warpk.evaluator import protocol as wire
 from warpk.evaluator.errors import HARNESS_ERROR, HarnessFailure
+from warpk.evaluator.identity import own_folder
 from warpk.evaluator.lane_lock import LaneLock
 from warpk.evaluator.profile import Stopwatch
 from warpk.evaluator.sandbox import Limits, UntrustedProcess
@@ -162,7 +163,7 @@ class Lane:
                 worker = None
         if worker is None:
             if build_dir is not None:
-                build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
+                own_folder(build_dir)  # made here (nobody's where sandboxes drop), never read here
             env = self._untrusted_env(build_dir)
             worker = UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
         if build_dir is None and self.spare is None:
@@ -287,7 +288,7 @@ class Lane:
 def compile_candidate(source: str, build_dir: Path, limits: Limits, env: dict[str, str], sandbox: str,
                       timeout_s: float, device: str) -> tuple[wire.Reply | None, str]:
     """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, its last line)."""
-    build_dir.mkdir(parents=True, exist_ok=True)  # made here, never read here
+    own_folder(build_dir)  # made here (nobody's where sandboxes drop), never read here
     env = {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)}
     worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None, pool=True)
     try:

@@ -165,3 +165,33 @@ def mount(path: str, cmd: list[str], mode: str = "--ro-bind") -> None:
         cmd += ["--symlink", os.readlink(path), path]
     elif os.path.exists(path):
         cmd += [mode, path, path]
+
+
+# bwrap options that mount a host path (or a link) over a point, and those that make a point of
+# the sandbox's own
+_BINDS = ("--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--dev-bind-try", "--symlink")
+_OWN = ("--tmpfs", "--dir", "--proc", "--dev")
+
+
+def open_parents(cmd: list[str]) -> list[str]:
+    """`--perms 0755 --dir` for every folder above a mount point of `cmd` (bwrap options) that no
+    bind covers: bwrap run by root makes those folders 0700, which a sandbox dropped to nobody
+    could not pass to reach its Python or its build dir (warpk.evaluator.identity)."""
+    binds, points, at = [], [], 0
+    while at < len(cmd) and cmd[at] != "--":
+        if cmd[at] in _BINDS:
+            binds.append(cmd[at + 2])
+            at += 3
+        elif cmd[at] in _OWN:
+            points.append(cmd[at + 1])
+            at += 2
+        else:
+            at += 1
+
+    def bound(folder: str) -> bool:
+        return any(folder == b or folder.startswith(b.rstrip("/") + "/") for b in binds)
+
+    parents = {str(up) for point in binds + points for up in Path(point).parents}
+    parents = sorted((p for p in parents if p != "/" and p not in points and not bound(p)),
+                     key=lambda p: (p.count("/"), p))
+    return [arg for p in parents for arg in ("--perms", "0755", "--dir", p)]

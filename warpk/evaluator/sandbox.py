@@ -24,8 +24,10 @@ the reference is timed through the same harness in a worker of its own, in this 
   other writable place, and the parent only makes that folder, never reads in it; own PID namespace
   (it cannot see or signal other processes, and everything it spawns dies with it:
   `--die-with-parent`, then the namespace goes); new session (no terminal injection); all
-  capabilities dropped, no_new_privs; no user namespaces of its own (bwrap 0.8+ `--disable-userns`:
-  without it a candidate can make namespaces charged to host root's per-user limits until no sandbox
+  capabilities dropped, no_new_privs; where the evaluator is root, the worker is nobody, not root
+  (warpk.evaluator.identity: bwrap sets up as root, `setpriv` drops to uid and gid 65534); no user
+  namespaces of its own (bwrap 0.8+ `--disable-userns`, and the filter refuses CLONE_NEWUSER:
+  without them a candidate could make namespaces charged to a per-user limit until no sandbox
   on the host can start, corpus 56); on a GPU only its lane's device nodes (/dev/nvidia<i> +
   control/UVM nodes) exist; a scrubbed environment (no tokens or keys), for the sandbox's init
   (/proc/1) too.
@@ -57,14 +59,16 @@ the reference is timed through the same harness in a worker of its own, in this 
   63); past a quarter of fs.file-max in use, every sandbox holding over 16384 files (fds, mappings)
   or 32 MiB of kernel memory besides page tables (no churn of processes hides that: round 47) is
   killed (filetable, 43-53).
-  Not covered: where the evaluator runs as root, its uid 0 is the host's: it can change a GPU lane's
-  /dev/nvidia* nodes (mode, owner, times; /dev/null and its siblings are copies of its own:
-  devnodes.py) read root-only files (/proc/timer_list) and take root's host-wide epoll watches
-  (root's asyncio then fails: round 70); leases, inotify and fanotify refused, 1024 queued signals,
-  build dirs private (rounds 69-70): run it as a user of its own; where no cgroup can be made
+  Not covered: all sandboxes of a root evaluator are one user, nobody, and share its per-user
+  budgets (epoll watches, pipe pages, processes) with each other and the host's other nobody
+  processes while they live; where it cannot drop (one line says why) its uid 0 is the host's: it
+  can change a GPU lane's /dev/nvidia* nodes (/dev/null and its siblings are copies: devnodes.py),
+  read root-only files (/proc/timer_list) and take root's host-wide epoll watches (round 70; leases,
+  inotify, fanotify refused, 1024 queued signals, build dirs private); where no cgroup can be made
   (limits=none), memfds it keeps (in no RSS; /tmp is capped), which sandbox dies when all reach
   their budget (it can lower its oom_score_adj: the reference worker may go, a harness failure), its
-  process count (RLIMIT_NPROC does not bind root), without a cpuset its cores (round 2: 1.1-1.3x);
+  process count (RLIMIT_NPROC lifted: nobody's tally is shared, round 71), without a cpuset its
+  cores (round 2: 1.1-1.3x);
   fd passing of the evaluator user's other programs whose open-file limit is under ~1300 while it
   holds fds in flight (a line says where the trusted side's own hard limit is too low to be sure);
   kernel work after it died that its group does not count (pages another sandbox charged first,
@@ -112,13 +116,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from warpk.evaluator import filetable, leftovers
-from warpk.evaluator.devnodes import DeviceCopies, host_root, unshared_reason
+from warpk.evaluator import filetable, identity, leftovers
+from warpk.evaluator.devnodes import DeviceCopies, gpu_nodes, unshared_reason
 from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_sandbox, private_mounts
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
-from warpk.evaluator.mounts import PROC_READ_ONLY, host_folders, mount
+from warpk.evaluator.mounts import PROC_READ_ONLY, host_folders, mount, open_parents
 from warpk.evaluator.resources import (
     MEMORY_HEADROOM_BYTES,
     ResourceGroup,
@@ -135,8 +139,8 @@ WORKER_ALLOC = "WARPK_WORKER_ALLOC_CONF"  # expandable segments widened GPU inte
 # The sandbox's private /tmp, its working dir included: tmpfs pages are host memory that no
 # process's RSS shows, so the cap bounds them (a candidate needs a few files and compiler caches).
 SCRATCH_LIMIT_BYTES = 2 << 30
+SHM_LIMIT_BYTES = 1 << 30  # its /dev/shm, a tmpfs of its own that nobody can write (identity)
 SANDBOX_HOME = Path("/tmp/warpk-worker")  # the working dir, $HOME and $TMPDIR inside the sandbox
-NVIDIA_SHARED_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps", "nvidia-modeset")
 KILL_WAIT_S = 10.0  # a SIGKILLed worker is reaped by then unless stuck in the kernel (a driver)
 PREFLIGHT_TIMEOUT_S = 300.0  # importing torch from a slow network filesystem takes a while
 PREFLIGHT_CODE = "import torch, warpk.evaluator.untrusted"  # what every worker does first
@@ -175,6 +179,9 @@ def _resolve_sandbox(requested: str, private: frozenset) -> str:
         )
     why = worker_start_failure(mode, private)
     if why is None:
+        if mode == "bwrap" and (kept := identity.undropped_reason()):
+            print(f"evaluate: running as root, sandboxes stay the host's root ({kept}): install util-linux "
+                  "or run as another user", file=sys.stderr, flush=True)
         if mode == "bwrap" and (shared := unshared_reason()):
             print(f"evaluate: {shared}", file=sys.stderr, flush=True)
         return mode
@@ -206,7 +213,7 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
             env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
             timeout=PREFLIGHT_TIMEOUT_S, start_new_session=True,
             pass_fds=() if filter_fd is None else (filter_fd,),
-            preexec_fn=private_mounts if mode == "bwrap" and host_root() else None,  # as every worker
+            preexec_fn=private_mounts if mode == "bwrap" and identity.root_sandbox() else None,  # as workers
         )
     except subprocess.SubprocessError as err:  # the preexec's, which says nothing itself
         if isinstance(err, subprocess.TimeoutExpired):
@@ -229,27 +236,38 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
 
 
 def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None = None,
-                  devices: list[str] | tuple = ()) -> list[str]:
+                  devices: list[str] | tuple = (), drop: bool | None = None) -> list[str]:
     """The bubblewrap command line that runs a worker (see the module doc): it starts in
     SANDBOX_HOME, on the sandbox's own capped tmpfs; `filter_fd` (seccomp_fd) goes to the
-    child in pass_fds; `devices`: its own device nodes' binds (devnodes.DeviceCopies)."""
-    cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--tmpfs", "/tmp"]  # first: the project,
-    cmd += ["--dir", str(SANDBOX_HOME)]  # the venv or caches may live under /tmp (mounted next)
+    child in pass_fds; `devices`: its own device nodes' binds (devnodes.DeviceCopies); `drop`
+    (default: identity.drops()): set up as root, run as nobody (warpk.evaluator.identity)."""
+    drop = identity.drops() if drop is None else drop
+    cmd = ["bwrap", "--size", str(SCRATCH_LIMIT_BYTES), "--perms", "1777", "--tmpfs", "/tmp"]
+    cmd += ["--perms", "1777", "--dir", str(SANDBOX_HOME)]  # first: the project, the venv or
+    at = len(cmd)  # caches may live under /tmp (mounted next); their parents go here
     cmd += host_folders(PACKAGE_DIR)  # warpk.evaluator.mounts: what of the host it sees
     cmd += ["--proc", "/proc", *PROC_READ_ONLY, "--dev", "/dev", *devices]
-    if gpu:
-        nodes = [f"nvidia{int(i)}" for i in gpu.split(",")] + list(NVIDIA_SHARED_NODES)
-        for node in nodes:
-            mount(f"/dev/{node}", cmd, "--dev-bind")
+    cmd += ["--size", str(SHM_LIMIT_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    nodes = gpu_nodes(gpu)
+    for node in nodes:
+        if node not in devices[2::3]:  # not copied (devnodes): the host's own
+            mount(node, cmd, "--dev-bind")
     if build_dir is not None:
         cmd += ["--bind", str(build_dir), str(build_dir)]
+    cmd[at:at] = open_parents(cmd)
     cmd += ["--chdir", str(SANDBOX_HOME), "--remount-ro", "/"]
-    cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if _bwrap_disables_userns():  # no namespaces of its own: they count against host root's limits
-        cmd += ["--unshare-user", "--disable-userns"]
+    cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    cmd += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if drop:  # setpriv's three, gone with the uid (no user namespace: the filter refuses new ones)
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    else:
+        cmd += ["--unshare-user-try"]
+        if _bwrap_disables_userns():  # no namespaces of its own: they count against host root's limits
+            cmd += ["--unshare-user", "--disable-userns"]
     if filter_fd is not None:
         cmd += ["--seccomp", str(filter_fd)]
-    return [*cmd, "--"]
+    cmd += ["--"]
+    return cmd + identity.drop_command(nodes) if drop else cmd
 
 
 @functools.cache
@@ -308,7 +326,7 @@ class UntrustedProcess:
         # its memory and 4 GiB more: torch's own address space
         address_space = int((limits.memory_limit_gb + 4) * 1024**3) if limits.address_space_limit else 0
         try:
-            self.devices = DeviceCopies() if mode == "bwrap" else None  # its own /dev/null... (round 69)
+            self.devices = DeviceCopies(gpu_nodes(gpu)) if mode == "bwrap" else None  # rounds 69, 71
             devices = self.devices.binds() if self.devices else []
             cmd = (bwrap_command(build_dir, gpu, filter_fd, devices) if mode == "bwrap" else []) + python
             self.proc = subprocess.Popen(
@@ -317,7 +335,7 @@ class UntrustedProcess:
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
                     enter_sandbox, os.getpid(), self.group, address_space, OOM_SCORE_ADJ[role],
-                    mode == "bwrap" and host_root()),
+                    mode == "bwrap" and identity.root_sandbox()),
             )
         except BaseException:
             self.group.close()

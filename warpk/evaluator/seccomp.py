@@ -36,7 +36,10 @@ on a host file the sandbox sees read-only (ld.so.cache, torch's own files) made 
 on the host wait fs.lease-break-time, 45 s (red team round 69). And inotify_init, inotify_init1 and
 fanotify_init: their instances are counted per uid host-wide (128 each), so a root sandbox took
 all of root's, and the host's root processes and the sandboxes beside it got EMFILE; their watches
-also saw the host open files in the folders it reads (round 70). Every other call is allowed.
+also saw the host open files in the folders it reads (round 70). And clone or unshare with
+CLONE_NEWUSER: a sandbox dropped to nobody (warpk.evaluator.identity) has no user namespace of
+bwrap's to forbid new ones; in its own it would hold every capability over the namespaces it
+makes there. Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -61,6 +64,8 @@ NOTIFY_CALLS = {"x86_64": (253, 294, 300), "aarch64": (26, 262)}
 CLONE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
 _CLONE3 = 435
 _CLONE_VM, _CLONE_FILES, _CLONE_VFORK, _CLONE_THREAD = 0x100, 0x400, 0x4000, 0x10000
+_CLONE_NEWUSER = 0x10000000  # refused in clone and unshare: a sandbox dropped to nobody has no
+# user namespace of bwrap's whose --disable-userns would (warpk.evaluator.identity)
 # fcntl per machine, refused for F_SETLEASE only (1024): a lease needs only the file's uid, and the
 # sandbox's uid 0 is the host's where the evaluator runs as root (red team round 69)
 FCNTL = {"x86_64": 72, "aarch64": 25}
@@ -92,10 +97,11 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     program += [(_BPF_JEQ, "nosys", 0, _CLONE3),
                 (_BPF_JEQ, 0, "clone", unshare),
                 (_BPF_LD_ABS, 0, 0, 16),  # args[0], the flags (the low half)
-                (_BPF_JSET, "deny", "allow", _CLONE_FILES),
+                (_BPF_JSET, "deny", "allow", _CLONE_FILES | _CLONE_NEWUSER),
                 "clone",
                 (_BPF_JEQ, 0, "setsockopt", clone),
                 (_BPF_LD_ABS, 0, 0, 16),  # args[0], the flags
+                (_BPF_JSET, "deny", 0, _CLONE_NEWUSER),
                 (_BPF_JSET, 0, "process", _CLONE_THREAD),
                 (_BPF_JSET, "allow", "deny", _CLONE_FILES),  # a thread shares the fd table
                 "process",
