@@ -112,3 +112,27 @@ def test_where_nobody_is_not_mapped_the_sandbox_stays_root_and_says_why(monkeypa
         assert "not mapped" in identity.undropped_reason() and not identity.drops()
     finally:
         identity.undropped_reason.cache_clear()
+
+
+@needs_bwrap
+def test_a_workers_process_limit_is_lifted_to_its_hard_limit_at_least():
+    """Sandboxes dropped to nobody share one process tally, checked against each forking task's
+    RLIMIT_NPROC (red team rounds 71-72): a worker's is unlimited, or its hard limit where root
+    lacks CAP_SYS_RESOURCE; the control: the evaluator's own soft limit lowered first."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    resource.setrlimit(resource.RLIMIT_NPROC, (min(400, hard), hard))
+    try:
+        worker = UntrustedProcess("bwrap", None, Limits(2.0, 1, True), {})
+        try:
+            pid = int(_worker_status(worker)["Pid"])
+            line = next(ln for ln in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                        if ln.startswith("Max processes"))
+        finally:
+            worker.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NPROC, (soft, hard))
+    worker_soft = line.split()[2]
+    assert worker_soft == "unlimited" or int(worker_soft) == hard
+    assert worker_soft != "400" or hard == 400

@@ -68,11 +68,11 @@ def test_a_root_sandbox_receives_no_mount_from_the_host():
 
 @needs_bwrap
 def test_where_the_private_namespace_cannot_be_made_the_preflight_says_so(root_sandbox, monkeypatch):
-    from warpk.evaluator import sandbox
+    from warpk.evaluator import entry, sandbox
 
     def refused():
         raise OSError(1, "Operation not permitted")
 
-    monkeypatch.setattr(sandbox, "private_mounts", refused)
+    monkeypatch.setattr(entry, "private_mounts", refused)
     why = sandbox.worker_start_failure("bwrap", frozenset({"a set of its own: not cached"}))
     assert "mount namespace of its own" in why and "CAP_SYS_ADMIN" in why and "\n" not in why

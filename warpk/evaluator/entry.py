@@ -43,15 +43,31 @@ def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_a
     # the queueing task's limit: a root sandbox queued 96k and the host's root got EAGAIN from
     # timer_create (red team round 70); its bwrap's user namespace inherits this
     resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGNALS_PENDING, SIGNALS_PENDING))
-    # processes count against the uid's host-wide tally, checked against the forking task's limit:
-    # sandboxes dropped to nobody share one tally, so none may stop another's start (red team round
-    # 71: a sandbox holding 250 made the next one's exec fail at a limit of 200); pids.max bounds each
-    try:
-        resource.setrlimit(resource.RLIMIT_NPROC, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-    except (ValueError, OSError):  # not root: the evaluator's own limit stays
-        pass
+    lift_process_limit()
     if address_space_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+
+
+def lift_process_limit() -> None:
+    """Processes count against their uid's host-wide tally, checked against the forking task's
+    RLIMIT_NPROC: sandboxes dropped to nobody share one tally, so none may stop another's start
+    (red team round 71: a sandbox holding 250 made the next one's exec fail at a limit of 200).
+    Unlimited where this process may raise it (CAP_SYS_RESOURCE), else its soft limit up to its
+    hard one (round 72: a root without that capability, as in Docker's defaults); pids.max bounds
+    each sandbox."""
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
+
+
+def enter_preflight(host_root: bool) -> None:
+    """The preflight sandbox's first process, before exec: as a worker's (`enter_sandbox`), less
+    its cgroups and limits."""
+    if host_root:
+        private_mounts()
+    lift_process_limit()
 
 
 # resolved once: `CDLL(None)` in the child between fork and exec would hang it for good if another

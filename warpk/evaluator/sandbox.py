@@ -29,8 +29,8 @@ the reference is timed through the same harness in a worker of its own, in this 
   namespaces of its own (bwrap 0.8+ `--disable-userns`, and the filter refuses CLONE_NEWUSER:
   without them a candidate could make namespaces charged to a per-user limit until no sandbox
   on the host can start, corpus 56); on a GPU only its lane's device nodes (/dev/nvidia<i> +
-  control/UVM nodes) exist; a scrubbed environment (no tokens or keys), for the sandbox's init
-  (/proc/1) too.
+  control/UVM nodes) exist, no pty (the kernel has one pool: round 72); a scrubbed environment (no
+  tokens or keys), for the sandbox's init (/proc/1) too.
   Both modes: one fresh process per candidate (nothing of one candidate can reach the next); its
   stdout and stderr reach the parent through a pipe the parent made, drained without blocking into
   the last 4 KiB (warpk.evaluator.hostside): the parent never opens, follows or walks a path the
@@ -118,7 +118,7 @@ from pathlib import Path
 
 from warpk.evaluator import filetable, identity, leftovers
 from warpk.evaluator.devnodes import DeviceCopies, gpu_nodes, unshared_reason
-from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_sandbox, private_mounts
+from warpk.evaluator.entry import OOM_SCORE_ADJ, enter_preflight, enter_sandbox
 from warpk.evaluator.fds import close_apart
 from warpk.evaluator.freeze import resident_kb, resident_values
 from warpk.evaluator.hostside import OutputTail, remove_tree
@@ -213,7 +213,7 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
             env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
             timeout=PREFLIGHT_TIMEOUT_S, start_new_session=True,
             pass_fds=() if filter_fd is None else (filter_fd,),
-            preexec_fn=private_mounts if mode == "bwrap" and identity.root_sandbox() else None,  # as workers
+            preexec_fn=functools.partial(enter_preflight, mode == "bwrap" and identity.root_sandbox()),
         )
     except subprocess.SubprocessError as err:  # the preexec's, which says nothing itself
         if isinstance(err, subprocess.TimeoutExpired):
@@ -248,6 +248,7 @@ def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None
     cmd += host_folders(PACKAGE_DIR)  # warpk.evaluator.mounts: what of the host it sees
     cmd += ["--proc", "/proc", *PROC_READ_ONLY, "--dev", "/dev", *devices]
     cmd += ["--size", str(SHM_LIMIT_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    cmd += ["--size", "4096", "--perms", "0755", "--tmpfs", "/dev/pts"]  # no pty: a host-wide pool
     nodes = gpu_nodes(gpu)
     for node in nodes:
         if node not in devices[2::3]:  # not copied (devnodes): the host's own
