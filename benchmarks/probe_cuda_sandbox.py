@@ -59,7 +59,8 @@ def main() -> int:
     parser.add_argument("--filter-from", type=Path, help="another seccomp.py to try")
     parser.add_argument("--gpu", default="0", help="the device index the sandbox gets")
     args = parser.parse_args()
-    filters = [("committed", seccomp_program()), ("none", None)]
+    filters = [("committed", seccomp_program(local_only=False)),
+               ("committed, sockets as without a GPU", seccomp_program(local_only=True)), ("none", None)]
     if args.filter_from:
         spec = importlib.util.spec_from_file_location("other_seccomp", args.filter_from)
         other = importlib.util.module_from_spec(spec)

@@ -183,7 +183,8 @@ def template_command() -> list[str]:
     option makes bwrap nest a user namespace, which locks its covers of /proc (sys, irq, ...), so
     no fork could unmount them, and the kernel mounts no new proc where no proc is fully visible
     (EINVAL and EPERM, measured). The forks refuse new user namespaces with a filter instead."""
-    cmd = [c for c in bwrap_command(None, None)[:-1] if c != "--disable-userns"]  # no trailing "--"
+    # the userns mode it was measured in (session 39): not the drop to nobody (identity.py)
+    cmd = [c for c in bwrap_command(None, None, drop=False)[:-1] if c != "--disable-userns"]  # no "--"
     return [*cmd, "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--"]
 
 

@@ -46,6 +46,7 @@ from kernelbench_refcheck import as_candidate, hardware  # noqa: E402
 
 from warpk.config import EvaluateConfig, TasksConfig  # noqa: E402
 from warpk.evaluator import EvalItem, Evaluator, dispatch, lane, resources  # noqa: E402
+from warpk.evaluator.identity import own_folder  # noqa: E402
 from warpk.evaluator.sandbox import UntrustedProcess  # noqa: E402
 from warpk.tasks import load_suite  # noqa: E402
 
@@ -54,7 +55,7 @@ STEPS = ("answer", "freeze", "read back")
 
 def _worker_without_spare(self, build_dir):
     if build_dir is not None:
-        build_dir.mkdir(parents=True, exist_ok=True)
+        own_folder(build_dir, self.sandbox)  # nobody's where the sandbox drops (identity.py)
     env = self._untrusted_env(build_dir)
     return UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
 

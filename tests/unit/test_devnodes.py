@@ -1,8 +1,8 @@
 """A sandbox's own device nodes (red team round 69): bwrap's --dev binds the host's /dev/null and
 its siblings, and where a sandbox's uid is the host's root (the evaluator root and no drop to
 nobody: `root_sandbox`) it owns them, so a candidate changed the host's /dev/full to mode 0600.
-Each such sandbox gets copies; what it changes is its copy. A sandbox dropped to nobody needs none
-and cannot change the host's."""
+Each such sandbox gets copies; what it changes is its copy. A sandbox dropped to nobody cannot
+change their modes but could set their times to now (round 71): it gets copies too."""
 
 import os
 

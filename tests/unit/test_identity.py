@@ -66,17 +66,25 @@ def test_a_root_sandbox_is_the_hosts_root(root_sandbox):  # the control: what th
 @dropping
 def test_a_build_dir_is_nobodys_and_one_a_root_sandbox_wrote_is_replaced(tmp_path):
     fresh = tmp_path / "torch_extensions" / "abc"
-    identity.own_folder(fresh)
+    identity.own_folder(fresh, "bwrap")
     assert (fresh.stat().st_uid, fresh.stat().st_gid) == (identity.SANDBOX_UID, identity.SANDBOX_GID)
     older = tmp_path / "torch_extensions" / "def"  # an older run's, as its root sandbox left it
     (older / "sub").mkdir(parents=True)
     (older / "sub" / "mod.so").write_bytes(b"x")
     os.symlink("/etc", older / "link")  # removed, never followed
-    identity.own_folder(older)
+    identity.own_folder(older, "bwrap")
     assert os.listdir(older) == [] and older.stat().st_uid == identity.SANDBOX_UID
     assert os.path.isdir("/etc/alternatives")
-    identity.own_folder(fresh)  # nobody's already: kept as it is
+    identity.own_folder(fresh, "bwrap")  # nobody's already: kept as it is
     assert fresh.stat().st_uid == identity.SANDBOX_UID
+    # a `process` mode worker is root: the folder nobody had is replaced by one of root's, and
+    # back (review, session 40: a process run's root-owned contents under a nobody folder)
+    (fresh / "lock").write_text("")
+    identity.own_folder(fresh, "process")
+    assert fresh.stat().st_uid == 0 and os.listdir(fresh) == []
+    (fresh / "torch_ext").mkdir()
+    identity.own_folder(fresh, "bwrap")
+    assert fresh.stat().st_uid == identity.SANDBOX_UID and os.listdir(fresh) == []
 
 
 def test_gpu_nodes_others_may_not_open_give_their_group(monkeypatch):
@@ -94,10 +102,12 @@ def test_gpu_nodes_others_may_not_open_give_their_group(monkeypatch):
 
 def test_the_folders_above_mount_points_are_made_passable():
     python = "/root/.pyenv/versions/3"
-    cmd = ["bwrap", "--tmpfs", "/tmp", "--dir", "/tmp/home", "--ro-bind", "/usr", "/usr",
-           "--ro-bind", python, python, "--ro-bind", "/usr/lib/x", "/usr/lib/x",
-           "--bind", "/tmp/clone/.venv", "/tmp/clone/.venv", "--proc", "/proc",
-           "--ro-bind", "/proc/sys", "/proc/sys", "--", "/usr/bin/python"]
+    cmd = ["bwrap", "--size", "4096", "--perms", "1777", "--tmpfs", "/tmp", "--dir", "/tmp/home",
+           "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--ro-bind", python, python,
+           "--ro-bind", "/usr/lib/x", "/usr/lib/x", "--bind", "/tmp/clone/.venv", "/tmp/clone/.venv",
+           "--remount-ro", "/srv/ro", "--proc", "/proc", "--ro-bind-try", "/proc/sys", "/proc/sys",
+           "--dev", "/dev",
+           "--dev-bind", "/cache/n/null", "/dev/null", "--chdir", "/opt/x", "--", "/usr/bin/python"]
     made = open_parents(cmd)
     folders = made[3::4]
     assert folders == ["/root", "/root/.pyenv", "/tmp/clone", "/root/.pyenv/versions"]
@@ -107,6 +117,8 @@ def test_the_folders_above_mount_points_are_made_passable():
 def test_where_nobody_is_not_mapped_the_sandbox_stays_root_and_says_why(monkeypatch):
     identity.undropped_reason.cache_clear()
     monkeypatch.setattr(identity.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(identity.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(identity, "seccomp_program", lambda: b"a filter")
     monkeypatch.setattr(identity.Path, "read_text", lambda self: "0 100000 1000\n")
     try:
         assert "not mapped" in identity.undropped_reason() and not identity.drops()
@@ -136,3 +148,43 @@ def test_a_workers_process_limit_is_lifted_to_its_hard_limit_at_least():
     worker_soft = line.split()[2]
     assert worker_soft == "unlimited" or int(worker_soft) == hard
     assert worker_soft != "400" or hard == 400
+
+
+def test_a_gpu_lanes_copied_nodes_are_bound_over_the_hosts_and_the_rest_is_the_hosts(monkeypatch):
+    from warpk.evaluator import sandbox
+
+    nodes = ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-caps"]
+    monkeypatch.setattr(sandbox, "gpu_nodes", lambda gpu: nodes if gpu == "0" else [])
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda path: True)  # mounts.mount's look
+    copies = ["--dev-bind", "/c/nvidia0", "/dev/nvidia0", "--dev-bind", "/c/nvidiactl", "/dev/nvidiactl"]
+    cmd = sandbox.bwrap_command(None, "0", None, copies, drop=False)
+    onto = {}
+    for at, word in enumerate(cmd[:cmd.index("--")]):
+        if word == "--dev-bind":
+            onto[cmd[at + 2]] = cmd[at + 1]  # the last bind onto a point is the one it sees
+    assert onto == {"/dev/nvidia0": "/c/nvidia0", "/dev/nvidiactl": "/c/nvidiactl",
+                    "/dev/nvidia-caps": "/dev/nvidia-caps"}
+
+
+PTS_PROBE = r'''
+import os
+for path, flags in (("/dev/ptmx", os.O_RDWR | os.O_NOCTTY), ("/dev/pts/x", os.O_WRONLY | os.O_CREAT)):
+    try:
+        os.close(os.open(path, flags))
+        print("opened")
+    except OSError as err:
+        print("refused", err.errno)
+'''
+
+
+@needs_bwrap
+@pytest.mark.parametrize("variant", ["as run here", "root"])
+def test_no_pty_and_nothing_written_under_dev_pts(variant, request):
+    """The kernel has one pool of ptys for every devpts instance (red team round 72): none is
+    made in a sandbox, and its /dev/pts is read-only (review, session 40: a root sandbox wrote
+    there)."""
+    from tests.unit.test_seccomp import _sandboxed
+
+    if variant == "root":
+        request.getfixturevalue("root_sandbox")
+    assert _sandboxed(PTS_PROBE, filtered=True).split("\n") == ["refused 2", "refused 30"]

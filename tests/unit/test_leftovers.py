@@ -116,7 +116,7 @@ print("kept")
 def test_pages_a_dead_sandbox_dirtied_in_its_build_dir_are_written_back_first(tmp_path, flush):
     # red team round 66: the flusher wrote them back ~30 s later, into a later baseline
     build = tmp_path / "build"
-    own_folder(build)  # nobody's where the sandbox drops to nobody (warpk.evaluator.identity)
+    own_folder(build, "bwrap")  # nobody's where the sandbox drops to nobody (warpk.evaluator.identity)
     group = ResourceGroup(2 << 30)
     _dead_sandbox(group, DIRTY.replace("/build", str(build)), build)
     dirty = leftovers.dirty_bytes(group.dirs["memory"], METHOD == "cgroup2")

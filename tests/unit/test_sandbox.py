@@ -254,7 +254,10 @@ def test_no_network_even_to_the_hosts_loopback():
         connect = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)\n"
         source = _forward("pass", prelude=connect)
         record = _measure(source)
-        assert record.status == "compile_error" and "ConnectionRefused" in record.error
+        # a CPU lane's filter refuses the socket itself (red team round 73), a GPU lane's netns has
+        # only its own loopback
+        assert record.status == "compile_error"
+        assert "ConnectionRefused" in record.error or "Address family not supported" in record.error
         with pytest.raises(TimeoutError):
             listener.accept()  # nothing ever connected on the host
     finally:

@@ -15,11 +15,12 @@ must allow device nodes; where a trial copy cannot be made and opened there, the
 (warpk.evaluator.identity) gets them too: the nodes are 0666, and anyone who may write a file may
 set its times to now (red team round 71: the host's /dev/null, zero, full and urandom touched from
 a nobody sandbox). A GPU lane's character nodes (/dev/nvidia<i>, nvidiactl, nvidia-uvm...) are
-copied as well; /dev/nvidia-caps (a folder of nodes only root may open) is bound as it is. Where the
-evaluator is another user (or root in a user namespace) no node can be made: its sandboxes share
-the host's nodes and may touch their times, as that user may (the threat model).
+copied as well; /dev/nvidia-caps (a folder of root's MIG capability nodes, 0400 or 0444) is bound
+as it is. Where the evaluator is another user (or root in a user namespace) no node can be made:
+its sandboxes share the host's nodes and may touch their times, as that user may (the threat
+model).
 
-Non-goals: no other device (bwrap makes /dev/pts, /dev/shm and the links itself).
+Non-goals: no other device (bwrap makes the links; /dev/pts and /dev/shm are tmpfs: sandbox.py).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def gpu_nodes(gpu: str | None) -> list[str]:
     if not gpu:
         return []
     nodes = [f"/dev/nvidia{int(i)}" for i in gpu.split(",")] + [f"/dev/{n}" for n in NVIDIA_SHARED_NODES]
-    return [node for node in nodes if os.path.lexists(node)]
+    return [node for node in nodes if os.path.exists(node)]  # a dangling link: none
 
 
 def unshared_reason() -> str | None:

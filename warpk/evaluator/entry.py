@@ -41,7 +41,7 @@ def enter_limits(group: ResourceGroup, address_space_bytes: int = 0, oom_score_a
     resource.setrlimit(resource.RLIMIT_NOFILE, (FILES_PER_PROCESS, FILES_PER_PROCESS))
     # queued signals (and POSIX timers) count against the uid's host-wide tally, checked against
     # the queueing task's limit: a root sandbox queued 96k and the host's root got EAGAIN from
-    # timer_create (red team round 70); its bwrap's user namespace inherits this
+    # timer_create (red team round 70); bwrap and the worker inherit it
     resource.setrlimit(resource.RLIMIT_SIGPENDING, (SIGNALS_PENDING, SIGNALS_PENDING))
     lift_process_limit()
     if address_space_bytes:
@@ -54,7 +54,9 @@ def lift_process_limit() -> None:
     (red team round 71: a sandbox holding 250 made the next one's exec fail at a limit of 200).
     Unlimited where this process may raise it (CAP_SYS_RESOURCE), else its soft limit up to its
     hard one (round 72: a root without that capability, as in Docker's defaults); pids.max bounds
-    each sandbox."""
+    each sandbox. Only a root evaluator's: another user's sandboxes are that user."""
+    if os.geteuid() != 0:  # its sandboxes are its own uid: the admin's soft limit stands
+        return
     try:
         resource.setrlimit(resource.RLIMIT_NPROC, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     except (ValueError, OSError):

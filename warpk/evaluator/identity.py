@@ -16,8 +16,9 @@ Where the evaluator is not root, bwrap maps the sandbox to the evaluator's own u
 Where it is root but cannot drop (no `setpriv`; nobody not mapped in its user namespace; no
 seccomp filter for the machine, whose CLONE_NEWUSER refusal replaces bwrap's --disable-userns: red
 team round 71), the sandbox stays the host's root, said in one line at the preflight
-(`undropped_reason`). Either way a root evaluator's sandboxes get their own copies of the host's
-device nodes (warpk.evaluator.devnodes): nobody may still set a 0666 node's times to now.
+(`undropped_reason`). Either way the host's root's sandboxes get their own copies of the host's
+device nodes (warpk.evaluator.devnodes: nobody may still set a 0666 node's times to now) and a
+private mount namespace (entry.private_mounts: nothing the host mounts later reaches them).
 
 Non-goals: no uid per sandbox (sandboxes of one evaluator share nobody's per-user budgets: what
 one candidate holds of them, the others lose while it lives: the threat model).
@@ -46,12 +47,6 @@ def host_root() -> bool:
     except OSError:
         return True
     return first[:3] == ["0", "0", "4294967295"]
-
-
-def root_sandbox() -> bool:
-    """Whether a bwrap sandbox's uid is the host's root (root here, and no drop): then it gets
-    its own device nodes (warpk.evaluator.devnodes) and mounts (entry.private_mounts)."""
-    return host_root() and not drops()
 
 
 @functools.cache
@@ -89,18 +84,19 @@ def drop_command(device_nodes: list[str] | tuple = ()) -> list[str]:
             "--inh-caps=-all", "--bounding-set=-all", "--"]
 
 
-def own_folder(folder: Path) -> None:
-    """Make a sandbox's build dir and, where sandboxes drop, give it to SANDBOX_UID. One an older
-    run's root sandbox wrote (nobody could not build in it) is removed first, without following
-    links. Its parent is the host's and private (dispatch.folder_alone, held by the caller), so
-    no candidate can have replaced the folder itself."""
-    if drops():
-        try:
-            kept = folder.lstat()
-        except FileNotFoundError:
-            kept = None
-        if kept is not None and (kept.st_uid, kept.st_gid) != (SANDBOX_UID, SANDBOX_GID):
-            remove_tree(folder)
+def own_folder(folder: Path, sandbox: str) -> None:
+    """Make a build dir for a sandbox of mode `sandbox` and, where that sandbox drops (bwrap, and
+    `drops`), give it to SANDBOX_UID. One another owner wrote (an older run's root sandbox, or a
+    `process` mode run's: nobody could not build in it) is removed first, without following links;
+    a `process` mode worker (root) gets a folder of root's. Its parent is the host's and private
+    (dispatch.folder_alone, held by the caller), so no candidate can have replaced the folder."""
+    owner = (SANDBOX_UID, SANDBOX_GID) if sandbox == "bwrap" and drops() else (os.geteuid(), os.getegid())
+    try:
+        kept = folder.lstat()
+    except FileNotFoundError:
+        kept = None
+    if kept is not None and (kept.st_uid, kept.st_gid) != owner:
+        remove_tree(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if drops():
-        os.chown(folder, SANDBOX_UID, SANDBOX_GID, follow_symlinks=False)
+    if owner != (os.geteuid(), os.getegid()):
+        os.chown(folder, *owner, follow_symlinks=False)

@@ -163,7 +163,7 @@ class Lane:
                 worker = None
         if worker is None:
             if build_dir is not None:
-                own_folder(build_dir)  # made here (nobody's where sandboxes drop), never read here
+                own_folder(build_dir, self.sandbox)  # made here (nobody's where it drops), never read here
             env = self._untrusted_env(build_dir)
             worker = UntrustedProcess(self.sandbox, None, self.limits, env, build_dir, self.gpu)
         if build_dir is None and self.spare is None:
@@ -288,7 +288,7 @@ class Lane:
 def compile_candidate(source: str, build_dir: Path, limits: Limits, env: dict[str, str], sandbox: str,
                       timeout_s: float, device: str) -> tuple[wire.Reply | None, str]:
     """Build a CUDA candidate (GPU hidden): (the worker's Reply or None if it died, its last line)."""
-    own_folder(build_dir)  # made here (nobody's where sandboxes drop), never read here
+    own_folder(build_dir, sandbox)  # made here (nobody's where it drops), never read here
     env = {**env, "CUDA_VISIBLE_DEVICES": "", "TORCH_EXTENSIONS_DIR": str(build_dir)}
     worker = UntrustedProcess(sandbox, None, limits, env, build_dir, None, pool=True)
     try:

@@ -62,7 +62,7 @@ the reference is timed through the same harness in a worker of its own, in this 
   Not covered: all sandboxes of a root evaluator are one user, nobody, and share its per-user
   budgets (epoll watches, pipe pages, processes) with each other and the host's other nobody
   processes while they live; where it cannot drop (one line says why) its uid 0 is the host's: it
-  can change a GPU lane's /dev/nvidia* nodes (/dev/null and its siblings are copies: devnodes.py),
+  can change the host's /dev/nvidia-caps (its other nodes are copies: devnodes.py),
   read root-only files (/proc/timer_list) and take root's host-wide epoll watches (round 70; leases,
   inotify, fanotify refused, 1024 queued signals, build dirs private); where no cgroup can be made
   (limits=none), memfds it keeps (in no RSS; /tmp is capped), which sandbox dies when all reach
@@ -75,8 +75,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   extents freed: round 67); a fill of the file table faster than the guard's look (0.2 s and a
   count; files of other evaluating processes' sandboxes); its build dir's disk, in `process` mode
   its working dir; kernel or driver exploits (the seccomp filter blocks only the keyring, IPC,
-  io_uring, AIO, SO_LINGER and memory or fd tables shared beyond threads and vfork, on x86_64 and
-  aarch64: warpk.evaluator.seccomp; every other syscall and the NVIDIA driver's ioctls are
+  io_uring, AIO, SO_LINGER, user namespaces, secret memory, inet sockets where no GPU is (a GPU
+  lane's TCP buffers can take the host's one pool: round 73) and memory or fd tables shared beyond
+  threads and vfork: warpk.evaluator.seccomp; other syscalls and the NVIDIA driver's ioctls are
   reachable); what the mounted system folders, /sys and the mounted Python installation reveal
   (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
   a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
@@ -180,8 +181,8 @@ def _resolve_sandbox(requested: str, private: frozenset) -> str:
     why = worker_start_failure(mode, private)
     if why is None:
         if mode == "bwrap" and (kept := identity.undropped_reason()):
-            print(f"evaluate: running as root, sandboxes stay the host's root ({kept}): install util-linux "
-                  "or run as another user", file=sys.stderr, flush=True)
+            print(f"evaluate: running as root, sandboxes stay the host's root ({kept}): run as another "
+                  "user where you can (warpk/evaluator/identity.py)", file=sys.stderr, flush=True)
         if mode == "bwrap" and (shared := unshared_reason()):
             print(f"evaluate: {shared}", file=sys.stderr, flush=True)
         return mode
@@ -189,6 +190,7 @@ def _resolve_sandbox(requested: str, private: frozenset) -> str:
     fix = "check that this python imports torch and warpk"
     if mode == "bwrap":
         fix = ("run python from a folder the sandbox mounts (warpk/evaluator/sandbox.py says which), "
+               "readable by nobody where the evaluator is root (identity.py), "
                "check that bubblewrap can make namespaces here (`bwrap --ro-bind / / true`), or pass "
                "evaluate.sandbox=process (weaker)")
     raise SandboxUnavailable(f"evaluate.sandbox={requested}: the worker cannot start {where}: "
@@ -213,7 +215,7 @@ def worker_start_failure(mode: str, private: frozenset = frozenset()) -> str | N
             env=worker_env(home, 1, {}), stdin=subprocess.DEVNULL, capture_output=True,
             timeout=PREFLIGHT_TIMEOUT_S, start_new_session=True,
             pass_fds=() if filter_fd is None else (filter_fd,),
-            preexec_fn=functools.partial(enter_preflight, mode == "bwrap" and identity.root_sandbox()),
+            preexec_fn=functools.partial(enter_preflight, mode == "bwrap" and identity.host_root()),
         )
     except subprocess.SubprocessError as err:  # the preexec's, which says nothing itself
         if isinstance(err, subprocess.TimeoutExpired):
@@ -248,7 +250,7 @@ def bwrap_command(build_dir: Path | None, gpu: str | None, filter_fd: int | None
     cmd += host_folders(PACKAGE_DIR)  # warpk.evaluator.mounts: what of the host it sees
     cmd += ["--proc", "/proc", *PROC_READ_ONLY, "--dev", "/dev", *devices]
     cmd += ["--size", str(SHM_LIMIT_BYTES), "--perms", "1777", "--tmpfs", "/dev/shm"]
-    cmd += ["--size", "4096", "--perms", "0755", "--tmpfs", "/dev/pts"]  # no pty: a host-wide pool
+    cmd += ["--size", "4096", "--tmpfs", "/dev/pts", "--remount-ro", "/dev/pts"]  # no pty: one pool
     nodes = gpu_nodes(gpu)
     for node in nodes:
         if node not in devices[2::3]:  # not copied (devnodes): the host's own
@@ -318,7 +320,7 @@ class UntrustedProcess:
         home = self.host_home or SANDBOX_HOME
         self.sock, child = socket.socketpair()
         python = [sys.executable, "-m", "warpk.evaluator.untrusted"]
-        filter_fd = seccomp_fd() if mode == "bwrap" else None
+        filter_fd = seccomp_fd(local_only=gpu is None) if mode == "bwrap" else None  # seccomp.SOCKET
         self.devices = None
         full_env = worker_env(home, limits.threads, {**env, "WARPK_SOCKET_FD": str(child.fileno())})
         self.output = OutputTail()
@@ -336,7 +338,7 @@ class UntrustedProcess:
                 pass_fds=(child.fileno(),) + (() if filter_fd is None else (filter_fd,)),
                 start_new_session=True, preexec_fn=functools.partial(
                     enter_sandbox, os.getpid(), self.group, address_space, OOM_SCORE_ADJ[role],
-                    mode == "bwrap" and identity.root_sandbox()),
+                    mode == "bwrap" and identity.host_root()),
             )
         except BaseException:
             self.group.close()

@@ -39,7 +39,13 @@ all of root's, and the host's root processes and the sandboxes beside it got EMF
 also saw the host open files in the folders it reads (round 70). And clone or unshare with
 CLONE_NEWUSER: a sandbox dropped to nobody (warpk.evaluator.identity) has no user namespace of
 bwrap's to forbid new ones; in its own it would hold every capability over the namespaces it
-makes there. Every other call is allowed.
+makes there. And memfd_secret: each page it hands out is taken out of the kernel's direct map of
+all RAM, splitting a 1 GiB or 2 MiB mapping that is never merged back (red team round 73: 28 MiB of
+it left 11 GiB of the host's RAM on smaller pages until a reboot). And, in a sandbox without a GPU,
+sockets of any domain but AF_UNIX and netlink's route protocol (EAFNOSUPPORT): the kernel's TCP and
+UDP memory is one pool for every network namespace, and loopback pairs never read took all of it,
+so the host's own connections were reset (round 73); a GPU lane's filter keeps them until CUDA is
+tried under it. Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -60,6 +66,15 @@ AIO_CALLS = {"x86_64": (206,), "aarch64": (0,)}
 # inotify_init(1) and fanotify_init per machine: their instances count against the uid's host-wide
 # limit (128 each), which a root sandbox shares with the host's root (red team round 70)
 NOTIFY_CALLS = {"x86_64": (253, 294, 300), "aarch64": (26, 262)}
+# memfd_secret, alike on both machines (Linux 5.14): each page it hands out splits the kernel's
+# direct map of all RAM for good (red team round 73: DirectMap1G 24 -> 13 GiB from 28 MiB of it)
+SECRET_CALLS = (447,)
+# socket per machine; in a sandbox without a GPU (`local_only`) only AF_UNIX and AF_NETLINK's route
+# protocol are made: the kernel's TCP and UDP memory is one pool for every network namespace, and
+# 600 loopback pairs never read took all of it, so the host's own connections were reset (round
+# 73); other netlink families brought it the host's device events
+SOCKET = {"x86_64": 41, "aarch64": 198}
+_AF_UNIX, _AF_NETLINK, _NETLINK_ROUTE = 1, 16, 0
 # clone and unshare per machine; clone3 alike everywhere (Linux 5.3), its flags out of reach
 CLONE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
 _CLONE3 = 435
@@ -75,18 +90,22 @@ SETSOCKOPT = {"x86_64": 54, "aarch64": 208}
 _SOL_SOCKET, _SO_LINGER = 1, 13
 _BPF_LD_ABS, _BPF_JEQ, _BPF_JGE, _BPF_JSET, _BPF_RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _RET_ALLOW, _RET_EPERM, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+_RET_EAFNOSUPPORT = 0x00050000 | 97
 _OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is this high
 
 
-def seccomp_program(machine: str | None = None) -> bytes | None:
+def seccomp_program(machine: str | None = None, local_only: bool = True) -> bytes | None:
     """The classic-BPF filter `bwrap --seccomp` loads, or None on a machine not in KEYRING_CALLS
-    (said in the threat model: the keyring and IPC stay open there)."""
+    (said in the threat model: the keyring and IPC stay open there). `local_only`: sockets of
+    AF_UNIX and netlink's route protocol only (a GPU lane's sandbox keeps the others until CUDA is
+    tried under it: the threat model)."""
     machine = machine or os.uname().machine
     found = KEYRING_CALLS.get(machine)
     if found is None:
         return None
     arch, keyring = found
-    calls = keyring + IPC_CALLS[machine] + URING_CALLS + AIO_CALLS[machine] + NOTIFY_CALLS[machine]
+    calls = (keyring + IPC_CALLS[machine] + URING_CALLS + AIO_CALLS[machine] + NOTIFY_CALLS[machine]
+             + SECRET_CALLS)
     # (op, jump if true, jump if false, k), jumps as labels resolved below
     program = [(_BPF_LD_ABS, 0, 0, 4),  # seccomp_data.arch
                (_BPF_JEQ, 0, "deny", arch),
@@ -114,12 +133,21 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
                 (_BPF_LD_ABS, 0, 0, 32),  # args[2], the option
                 (_BPF_JEQ, "deny", "allow", _SO_LINGER),
                 "fcntl",
-                (_BPF_JEQ, 0, "allow", FCNTL[machine]),
+                (_BPF_JEQ, 0, "socket", FCNTL[machine]),
                 (_BPF_LD_ABS, 0, 0, 24),  # args[1], the command
                 (_BPF_JEQ, "deny", "allow", _F_SETLEASE),
-                "allow", (_BPF_RET, 0, 0, _RET_ALLOW),
+                "socket"]
+    if local_only:
+        program += [(_BPF_JEQ, 0, "allow", SOCKET[machine]),
+                    (_BPF_LD_ABS, 0, 0, 16),  # args[0], the domain
+                    (_BPF_JEQ, "allow", 0, _AF_UNIX),
+                    (_BPF_JEQ, 0, "nofamily", _AF_NETLINK),
+                    (_BPF_LD_ABS, 0, 0, 32),  # args[2], the protocol
+                    (_BPF_JEQ, "allow", "nofamily", _NETLINK_ROUTE)]
+    program += ["allow", (_BPF_RET, 0, 0, _RET_ALLOW),
                 "deny", (_BPF_RET, 0, 0, _RET_EPERM),
-                "nosys", (_BPF_RET, 0, 0, _RET_ENOSYS)]
+                "nosys", (_BPF_RET, 0, 0, _RET_ENOSYS),
+                "nofamily", (_BPF_RET, 0, 0, _RET_EAFNOSUPPORT)]
     labels, code = {}, []
     for step in program:  # a string names the instruction after it
         if isinstance(step, str):
@@ -134,10 +162,10 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
                     for i, (op, jt, jf, k) in enumerate(code))
 
 
-def seccomp_fd() -> int | None:
+def seccomp_fd(local_only: bool = True) -> int | None:
     """A fresh fd holding the filter, read from its start by one bwrap (the caller passes it
     and closes it after the spawn), or None where there is no filter for this machine."""
-    program = seccomp_program()
+    program = seccomp_program(local_only=local_only)
     if program is None:
         return None
     fd = os.memfd_create("warpk-seccomp", os.MFD_CLOEXEC)
