@@ -42,10 +42,11 @@ bwrap's to forbid new ones; in its own it would hold every capability over the n
 makes there. And memfd_secret: each page it hands out is taken out of the kernel's direct map of
 all RAM, splitting a 1 GiB or 2 MiB mapping that is never merged back (red team round 73: 28 MiB of
 it left 11 GiB of the host's RAM on smaller pages until a reboot). And, in a sandbox without a GPU,
-sockets of any domain but AF_UNIX and netlink's route protocol (EAFNOSUPPORT): the kernel's TCP and
-UDP memory is one pool for every network namespace, and loopback pairs never read took all of it,
-so the host's own connections were reset (round 73); a GPU lane's filter keeps them until CUDA is
-tried under it. Every other call is allowed.
+sockets of any domain but AF_UNIX (EAFNOSUPPORT): the kernel's TCP and UDP memory is one pool for
+every network namespace, and loopback pairs never read took all of it, so the host's own
+connections were reset (round 73); replies a netlink socket never reads are host memory no memory
+group counts (round 74: 1.28 GiB from 50 sockets). A GPU lane's filter keeps every family until
+CUDA is tried under the strict one (the threat model). Every other call is allowed.
 
 Non-goals: no other syscall policy (the threat model in warpk.evaluator.sandbox says what is open).
 """
@@ -69,12 +70,13 @@ NOTIFY_CALLS = {"x86_64": (253, 294, 300), "aarch64": (26, 262)}
 # memfd_secret, alike on both machines (Linux 5.14): each page it hands out splits the kernel's
 # direct map of all RAM for good (red team round 73: DirectMap1G 24 -> 13 GiB from 28 MiB of it)
 SECRET_CALLS = (447,)
-# socket per machine; in a sandbox without a GPU (`local_only`) only AF_UNIX and AF_NETLINK's route
-# protocol are made: the kernel's TCP and UDP memory is one pool for every network namespace, and
-# 600 loopback pairs never read took all of it, so the host's own connections were reset (round
-# 73); other netlink families brought it the host's device events
+# socket per machine; in a sandbox without a GPU (`local_only`) only AF_UNIX sockets are made: the
+# kernel's TCP and UDP memory is one pool for every network namespace, and 600 loopback pairs never
+# read took all of it, so the host's own connections were reset (round 73); netlink's replies queue
+# in memory no group counts (round 74: 50 route sockets, 1.28 GiB of the host's; its group 6 MiB),
+# and its uevents bring the host's device events
 SOCKET = {"x86_64": 41, "aarch64": 198}
-_AF_UNIX, _AF_NETLINK, _NETLINK_ROUTE = 1, 16, 0
+_AF_UNIX = 1
 # clone and unshare per machine; clone3 alike everywhere (Linux 5.3), its flags out of reach
 CLONE_CALLS = {"x86_64": (56, 272), "aarch64": (220, 97)}
 _CLONE3 = 435
@@ -96,9 +98,9 @@ _OTHER_ABI = 0x40000000  # x32 syscall numbers; none of this machine's own is th
 
 def seccomp_program(machine: str | None = None, local_only: bool = True) -> bytes | None:
     """The classic-BPF filter `bwrap --seccomp` loads, or None on a machine not in KEYRING_CALLS
-    (said in the threat model: the keyring and IPC stay open there). `local_only`: sockets of
-    AF_UNIX and netlink's route protocol only (a GPU lane's sandbox keeps the others until CUDA is
-    tried under it: the threat model)."""
+    (said in the threat model: the keyring and IPC stay open there). `local_only`: AF_UNIX
+    sockets only (a GPU lane's sandbox keeps the others until CUDA is tried under it: the threat
+    model)."""
     machine = machine or os.uname().machine
     found = KEYRING_CALLS.get(machine)
     if found is None:
@@ -140,10 +142,7 @@ def seccomp_program(machine: str | None = None, local_only: bool = True) -> byte
     if local_only:
         program += [(_BPF_JEQ, 0, "allow", SOCKET[machine]),
                     (_BPF_LD_ABS, 0, 0, 16),  # args[0], the domain
-                    (_BPF_JEQ, "allow", 0, _AF_UNIX),
-                    (_BPF_JEQ, 0, "nofamily", _AF_NETLINK),
-                    (_BPF_LD_ABS, 0, 0, 32),  # args[2], the protocol
-                    (_BPF_JEQ, "allow", "nofamily", _NETLINK_ROUTE)]
+                    (_BPF_JEQ, "allow", "nofamily", _AF_UNIX)]
     program += ["allow", (_BPF_RET, 0, 0, _RET_ALLOW),
                 "deny", (_BPF_RET, 0, 0, _RET_EPERM),
                 "nosys", (_BPF_RET, 0, 0, _RET_ENOSYS),
