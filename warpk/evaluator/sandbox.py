@@ -75,10 +75,10 @@ the reference is timed through the same harness in a worker of its own, in this 
   extents freed: round 67); a fill of the file table faster than the guard's look (0.2 s and a
   count; files of other evaluating processes' sandboxes); its build dir's disk, in `process` mode
   its working dir; kernel or driver exploits (the seccomp filter blocks only the keyring, IPC,
-  io_uring, AIO, SO_LINGER, user namespaces, secret memory, non-unix sockets where no GPU is (a GPU
-  lane's TCP and netlink buffers can take host memory: rounds 73-74) and memory or fd tables shared beyond
-  threads and vfork: warpk.evaluator.seccomp; other syscalls and the NVIDIA driver's ioctls are
-  reachable); what the mounted system folders, /sys and the mounted Python installation reveal
+  io_uring, AIO, SO_LINGER, user namespaces, secret memory, xattrs, non-unix sockets where no
+  GPU is (a GPU lane's TCP and netlink buffers take host memory: rounds 73-74) and memory or fd
+  tables shared beyond threads and vfork: warpk.evaluator.seccomp; other syscalls and the NVIDIA
+  driver's ioctls are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
   (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
   a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
   channels (it can read the energy counter through NVML and time its power to the counter's updates,
