@@ -78,9 +78,9 @@ the reference is timed through the same harness in a worker of its own, in this 
   io_uring, AIO, SO_LINGER, user namespaces, secret memory, xattrs, non-unix sockets where no
   GPU is (a GPU lane's TCP and netlink buffers take host memory: rounds 73-74) and memory or fd
   tables shared beyond threads and vfork: warpk.evaluator.seccomp; other syscalls and the NVIDIA
-  driver's ioctls are reachable); what the mounted system folders, /sys and the mounted Python installation reveal
-  (warpk.evaluator.mounts: secrets kept in a conda env's conda-meta/state or a venv's bin/activate,
-  a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
+  driver's ioctls are reachable); what the mounted system folders, /sys and the mounted Python
+  installation reveal (warpk.evaluator.mounts: secrets in a conda env's conda-meta/state, a venv's
+  bin/activate, a checkout inside /usr: red team round 25), which it can write into its error text; GPU side
   channels (it can read the energy counter through NVML and time its power to the counter's updates,
   which the windows' random phase does not stop) and a kernel left spinning after the sandbox died;
   the page size of its outputs (a CPU output on huge pages is cheaper for it to write and for the
