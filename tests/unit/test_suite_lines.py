@@ -22,7 +22,8 @@ def _run(commit: str) -> tuple[str, str, str, list[int]]:
     return passed, skipped, f"{minutes} min {rest} s", setups
 
 
-RUNS = ["0dfd525", "8d05390", "3bb7f92", "3f7e9fc", "6ce06c2", "d883418", "ba2c0d6", "9a2dc93", "511e6b2", "e5d503d"]
+RUNS = ["0dfd525", "8d05390", "3bb7f92", "3f7e9fc", "6ce06c2", "d883418", "ba2c0d6", "9a2dc93", "511e6b2",
+        "e5d503d"]
 
 
 @pytest.mark.parametrize("commit", RUNS)
